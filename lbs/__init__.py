@@ -1,0 +1,1 @@
+"""lbs: search in cooperative partially observable games (Hanabi), batched on one device."""
