@@ -79,7 +79,10 @@ class GameConfig:
         if self.hand_size < 1:
             bad("hand_size", "must be >= 1 (or 0 for the default)")
         if self.players * self.hand_size > self.num_cards:
-            bad("hand_size", f"{self.players} hands of {self.hand_size} need more than the {self.num_cards} cards")
+            bad(
+                "hand_size",
+                f"{self.players} hands of {self.hand_size} need more than the {self.num_cards} cards",
+            )
         if self.max_info_tokens < 1:
             bad("max_info_tokens", "must be >= 1")
         if self.max_life_tokens < 1:

@@ -7,10 +7,12 @@ the result is [B, K, D]. Sections are named in GameConfig.layout.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from dataclasses import dataclass
+from functools import lru_cache
 
-from .config import PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
+import torch
+
+from .config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from .engine import tables
 from .state import HanabiState
 
@@ -25,6 +27,68 @@ def current_observer(state: HanabiState) -> torch.Tensor:
     return state.cur_player[:, None]
 
 
+# ---- lookup tables: every per-slot / per-move pattern is one row, so a section is one index_select ----
+@dataclass(frozen=True)
+class _EncodeTables:
+    card: torch.Tensor  # [T + 1, T] bool: row id+1 is the one-hot of card id (row 0: empty slot)
+    knowledge: torch.Tensor  # [rows, T + C + R] bool: slot knowledge per _knowledge_codes (last row: empty)
+    plaus_weights: torch.Tensor  # [C + R, 2] float: colour / rank plausibility bits -> two bit masks
+    last_move: torch.Tensor  # [M + 1, last_action_dim] bool: bits fixed by the last move id (row 0: none)
+    player: torch.Tensor  # [P + 1, P] bool: row i+1 is the one-hot of relative player i (row 0: none)
+
+
+@lru_cache(maxsize=64)
+def _encode_tables(cfg: GameConfig, device: torch.device) -> _EncodeTables:
+    c, r, t, h, p = cfg.colors, cfg.ranks, cfg.card_types, cfg.hand_size, cfg.players
+    eye = torch.eye(max(t, p) + 1, dtype=torch.bool)
+    # knowledge: code = ((colour_mask * 2^R + rank_mask) * (C+1) + hinted_colour+1) * (R+1) + hinted_rank+1
+    code = torch.arange((1 << (c + r)) * (c + 1) * (r + 1))
+    hr, hc, masks = code % (r + 1) - 1, code // (r + 1) % (c + 1) - 1, code // ((r + 1) * (c + 1))
+    cbits = (masks[:, None] >> (r + torch.arange(c))) & 1  # [rows, C]
+    rbits = (masks[:, None] >> torch.arange(r)) & 1  # [rows, R]
+    plaus = (cbits[:, :, None] & rbits[:, None, :]).reshape(-1, t).bool()
+    know = torch.cat([plaus, hc[:, None] == torch.arange(c), hr[:, None] == torch.arange(r)], dim=1)
+    know = torch.cat([know, torch.zeros(1, t + c + r, dtype=torch.bool)])  # empty slot
+    weights = torch.zeros(c + r, 2)
+    weights[:c, 0] = 2.0 ** torch.arange(c)  # small powers of two: exact even in reduced-precision matmul
+    weights[c:, 1] = 2.0 ** torch.arange(r)
+    # last action bits fixed by the move id: type, hinted colour / rank, played or discarded slot
+    la = torch.zeros(cfg.num_moves + 1, cfg.last_action_dim, dtype=torch.bool)
+    hle_order = {PLAY: 0, DISCARD: 1, REVEAL_COLOR: 2, REVEAL_RANK: 3}
+    col0 = 2 * p + 4
+    slot0 = col0 + c + r + h
+    for m, (kind, slot, _off, colour, rank) in enumerate(cfg.move_table):
+        la[m + 1, p + hle_order[kind]] = True
+        if kind == REVEAL_COLOR:
+            la[m + 1, col0 + colour] = True
+        elif kind == REVEAL_RANK:
+            la[m + 1, col0 + c + rank] = True
+        else:
+            la[m + 1, slot0 + slot] = True
+    return _EncodeTables(
+        card=eye[: t + 1, 1 : t + 1].contiguous().to(device),
+        knowledge=know.to(device),
+        plaus_weights=weights.to(device),
+        last_move=la.to(device),
+        player=eye[: p + 1, 1 : p + 1].contiguous().to(device),
+    )
+
+
+def _lookup(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """table[rows] for rows [...] -> [..., W] (index_select: one contiguous copy per row)."""
+    return table.index_select(0, rows.reshape(-1)).reshape(*rows.shape, table.shape[1])
+
+
+def _knowledge_codes(cfg: GameConfig, state: HanabiState, et: _EncodeTables) -> torch.Tensor:
+    """[B, P, H] row of the knowledge table for each slot."""
+    c, r = cfg.colors, cfg.ranks
+    bits = torch.cat([state.color_plausible, state.rank_plausible], dim=-1)  # [B, P, H, C+R]
+    masks = (bits.view(torch.uint8).to(torch.float32) @ et.plaus_weights).long()  # [B, P, H, 2]
+    code = ((masks[..., 0] << r) + masks[..., 1]) * (c + 1) + state.color_hinted + 1
+    code = code * (r + 1) + state.rank_hinted + 1
+    return torch.where(state.hands >= 0, code, et.knowledge.shape[0] - 1)
+
+
 def _relative(cfg: GameConfig, observers: torch.Tensor) -> torch.Tensor:
     """[B, K, P]: absolute id of each player seen from each observer, observer first."""
     return (observers[:, :, None] + torch.arange(cfg.players, device=observers.device)) % cfg.players
@@ -37,6 +101,17 @@ def _per_player(x: torch.Tensor, who: torch.Tensor) -> torch.Tensor:
     return g.reshape(b, k, q * x.shape[2])
 
 
+def _rotations(x: torch.Tensor, first: int, count: int) -> torch.Tensor:
+    """x [B, P, F] -> [B, P, count*F]: row k holds players k+first .. k+first+count-1 (mod P).
+
+    The fast path for "every player observes": a strided view of x repeated twice along the
+    player axis, so the only copy is the one into the output buffer.
+    """
+    b, p, f = x.shape
+    x2 = torch.cat([x, x], dim=1)  # [B, 2P, F]; rows are contiguous, so a window of rows is flat
+    return x2.as_strided((b, p, count * f), (x2.stride(0), f, 1), x2.storage_offset() + first * f)
+
+
 def _thermometer(value: torch.Tensor, size: int) -> torch.Tensor:
     """[...] counts -> [..., size] bool, the first `value` bits set."""
     return torch.arange(size, device=value.device) < value[..., None]
@@ -46,66 +121,20 @@ def knowledge_features(cfg: GameConfig, state: HanabiState, v0: bool = False) ->
     """Per absolute player [B, P, H * (T + C + R)]: plausible cards, hinted colour, hinted rank.
 
     v0=True replaces the plausible bits by plausibility x publicly unseen copies, normalised per card
-    (the "V0 belief"); empty slots stay zero.
+    (the "V0 belief"), as float; empty slots stay zero. Without v0 the result is bool.
     """
     b, p, h = state.hands.shape
-    plaus = state.color_plausible[..., :, None] & state.rank_plausible[..., None, :]  # [B, P, H, C, R]
-    plaus = plaus.reshape(b, p, h, cfg.card_types)
-    held = (state.hands >= 0)[..., None]
+    et = _encode_tables(cfg, state.device)
+    per_slot = _lookup(et.knowledge, _knowledge_codes(cfg, state, et))  # [B, P, H, T+C+R] bool
     if v0:
         tb = tables(cfg, state.device)
+        t = cfg.card_types
         played = torch.arange(cfg.ranks, device=state.device)[None, None, :] < state.fireworks[:, :, None]
         left = tb.card_counts[None, :] - state.discards - played.reshape(b, -1).long()  # [B, T]
-        w = plaus.float() * left[:, None, None, :].float()
-        plaus_part = w / w.sum(-1, keepdim=True).clamp(min=1e-9)
-    else:
-        plaus_part = plaus
-    ch = F.one_hot(state.color_hinted.clamp(min=0), cfg.colors).bool() & (state.color_hinted >= 0)[..., None]
-    rh = F.one_hot(state.rank_hinted.clamp(min=0), cfg.ranks).bool() & (state.rank_hinted >= 0)[..., None]
-    dt = plaus_part.dtype
-    per_slot = torch.cat([plaus_part, ch.to(dt), rh.to(dt)], dim=-1) * held.to(dt)
+        w = per_slot[..., :t].float() * left[:, None, None, :].float()
+        plaus = w / w.sum(-1, keepdim=True).clamp(min=1e-9)
+        per_slot = torch.cat([plaus, per_slot[..., t:].float()], dim=-1)
     return per_slot.reshape(b, p, -1)
-
-
-def _last_action(cfg: GameConfig, state: HanabiState, observers: torch.Tensor) -> torch.Tensor:
-    """[B, K, last_action_dim] bool."""
-    tb = tables(cfg, state.device)
-    p, h = cfg.players, cfg.hand_size
-    b, k = observers.shape
-    any_move = (state.last_player >= 0)[:, None]  # [B, 1]
-    mv = state.last_move.clamp(min=0)
-    kind = tb.move_type[mv]
-    is_hint = (kind == REVEAL_COLOR) | (kind == REVEAL_RANK)
-    is_pd = ~is_hint
-    actor = (state.last_player[:, None] - observers) % p  # [B, K]
-    target = (actor + tb.move_offset[mv][:, None]) % p
-    order = tb.hle_type_order[kind]
-    card = state.last_card.clamp(min=0)
-
-    def oh(x: torch.Tensor, n: int, on: torch.Tensor) -> torch.Tensor:
-        return F.one_hot(x, n).bool() & on[..., None]
-
-    shared = torch.cat(
-        [
-            oh(order, 4, torch.ones_like(is_hint)),
-            # target goes here (observer-relative), inserted below
-            oh(tb.move_color[mv], cfg.colors, kind == REVEAL_COLOR),
-            oh(tb.move_rank[mv], cfg.ranks, kind == REVEAL_RANK),
-            state.last_reveal & is_hint[:, None],
-            oh(tb.move_slot[mv], h, is_pd),
-            oh(card, cfg.card_types, is_pd),
-            (state.last_scored & (kind == PLAY))[:, None],
-            (state.last_info_gain & (kind == PLAY))[:, None],
-        ],
-        dim=1,
-    )  # [B, 4 + rest]
-    shared = shared[:, None, :].expand(b, k, -1)
-    out = torch.cat(
-        [oh(actor, p, torch.ones_like(actor, dtype=torch.bool)), shared[..., :4],
-         oh(target, p, is_hint[:, None].expand(b, k)), shared[..., 4:]],
-        dim=2,
-    )
-    return out & any_move[:, :, None]
 
 
 def encode(
@@ -118,34 +147,66 @@ def encode(
     """Canonical observation [B, K, obs_dim] for observers [B, K] (default: every player).
 
     Equal to HLE's CANONICAL encoder for each observer. v0_belief swaps the plausible-card bits of
-    the knowledge section for the V0 belief (needs a floating dtype).
+    the knowledge section for the V0 belief (needs a floating dtype). Sections are table lookups
+    written into one bool buffer, converted to `dtype` in a single pass (bool -> uint8 -> dtype is
+    several times faster than converting bool pieces one by one on CPU).
     """
+    every = observers is None  # every player observes: per-player sections are rotations
     if observers is None:
         observers = all_observers(cfg, state)
     b, k = observers.shape
     p, h = cfg.players, cfg.hand_size
-    rel = _relative(cfg, observers)  # [B, K, P]
+    tb, et = tables(cfg, state.device), _encode_tables(cfg, state.device)
+    lay = cfg.layout.slices
+    buf = torch.empty(b, k, cfg.obs_dim, dtype=torch.bool, device=state.device)
+
+    def put(name: str, x: torch.Tensor) -> None:
+        buf[:, :, lay[name]].copy_(x)  # x broadcasts to [B, K, size]
+
+    if every:
+        def seen(x: torch.Tensor, first: int, count: int) -> torch.Tensor:
+            return _rotations(x, first, count)
+    else:
+        rel = _relative(cfg, observers)  # [B, K, P]
+
+        def seen(x: torch.Tensor, first: int, count: int) -> torch.Tensor:
+            return _per_player(x, rel[:, :, first : first + count])
+
     # hands: other players' cards one-hot, then the missing-card bit per player (observer first)
-    hand_oh = F.one_hot(state.hands.clamp(min=0), cfg.card_types).bool() & (state.hands >= 0)[..., None]
-    cards = _per_player(hand_oh.reshape(b, p, -1), rel[:, :, 1:])
-    missing = ((state.hands >= 0).sum(2) < h)[:, :, None]  # [B, P, 1]
-    missing = _per_player(missing, rel)
+    put("hands.cards", seen(_lookup(et.card, state.hands + 1).reshape(b, p, -1), 1, p - 1))
+    put("hands.missing", seen((state.hands < 0).any(2, keepdim=True), 0, p))
     # board and discards are the same for every observer
     played = torch.arange(cfg.ranks, device=state.device) == (state.fireworks - 1)[..., None]  # [B, C, R]
-    tb = tables(cfg, state.device)
-    common = torch.cat(
-        [
-            _thermometer(cfg.num_cards - state.deck_pos, cfg.max_deck_after_deal),
-            played.reshape(b, -1),
-            _thermometer(state.info_tokens, cfg.max_info_tokens),
-            _thermometer(state.life_tokens, cfg.max_life_tokens),
-            state.discards[:, tb.instance_card] > tb.instance_copy,  # thermometer per card id
-        ],
-        dim=1,
-    )
-    know = _per_player(knowledge_features(cfg, state, v0=v0_belief), rel)
-    parts = [cards, missing, common[:, None, :].expand(b, k, -1), _last_action(cfg, state, observers), know]
-    return torch.cat([x.to(dtype) for x in parts], dim=2)
+    put("board.deck", _thermometer(cfg.num_cards - state.deck_pos, cfg.max_deck_after_deal)[:, None])
+    put("board.fireworks", played.reshape(b, 1, -1))
+    put("board.info", _thermometer(state.info_tokens, cfg.max_info_tokens)[:, None])
+    put("board.lives", _thermometer(state.life_tokens, cfg.max_life_tokens)[:, None])
+    put("discards", (state.discards[:, tb.instance_card] > tb.instance_copy)[:, None])  # thermometer per card
+    # last action: bits fixed by the move id, the outcome, then observer-relative actor and target
+    la = lay["last_action"].start
+    put("last_action", _lookup(et.last_move, state.last_move + 1)[:, None])
+    kind = tb.move_type[state.last_move.clamp(min=0)]
+    is_play = (kind == PLAY) & (state.last_move >= 0)
+    is_hint = (kind == REVEAL_COLOR) | (kind == REVEAL_RANK)
+    out0 = la + 2 * p + 4 + cfg.colors + cfg.ranks  # reveal outcome, slot, card, scored, added hint
+    card0 = out0 + 2 * h
+    buf[:, :, out0 : out0 + h].copy_((state.last_reveal & is_hint[:, None])[:, None])
+    card = torch.where(is_hint | (state.last_move < 0), -1, state.last_card)
+    buf[:, :, card0 : card0 + cfg.card_types].copy_(_lookup(et.card, card + 1)[:, None])
+    buf[:, :, card0 + cfg.card_types].copy_((state.last_scored & is_play)[:, None])
+    buf[:, :, card0 + cfg.card_types + 1].copy_((state.last_info_gain & is_play)[:, None])
+    moved = state.last_player >= 0
+    actor = torch.where(moved[:, None], (state.last_player[:, None] - observers) % p, -1)  # [B, K]
+    offset = tb.move_offset[state.last_move.clamp(min=0)]
+    target = torch.where((moved & is_hint)[:, None], (actor + offset[:, None]) % p, -1)
+    buf[:, :, la : la + p].copy_(_lookup(et.player, actor + 1))
+    buf[:, :, la + p + 4 : la + 2 * p + 4].copy_(_lookup(et.player, target + 1))
+    # card knowledge per player, observer first
+    put("knowledge", seen(knowledge_features(cfg, state).reshape(b, p, -1), 0, p))
+    out = buf if dtype == torch.bool else buf.view(torch.uint8).to(dtype)
+    if v0_belief:
+        out[:, :, lay["knowledge"]] = seen(knowledge_features(cfg, state, v0=True), 0, p).to(dtype)
+    return out
 
 
 def public_features(cfg: GameConfig, obs: torch.Tensor) -> torch.Tensor:

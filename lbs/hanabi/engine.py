@@ -35,6 +35,10 @@ class Tables:
     card_color: torch.Tensor  # [T]
     card_rank: torch.Tensor  # [T]
     hle_type_order: torch.Tensor  # [4] our move type -> HLE's last-action order (play, discard, colour, rank)
+    move_info: torch.Tensor  # [M, 5] (type, slot, offset, colour, rank) per move id, -1 where not applicable
+    card_features: torch.Tensor  # [T + 1, C + R] bool: colour and rank one-hot of card id - 1 (row 0: empty)
+    color_keep: torch.Tensor  # [1 + 2C, C] bool: plausibility kept after a colour hint (see _hint_codes)
+    rank_keep: torch.Tensor  # [1 + 2R, R] bool: the same for rank hints
 
 
 @lru_cache(maxsize=64)
@@ -45,6 +49,8 @@ def tables(cfg: GameConfig, device: torch.device) -> Tables:
         inst_card += [card] * n
         inst_copy += list(range(n))
     ids = torch.arange(cfg.card_types)
+    colour_of, rank_of = ids[:, None] // cfg.ranks, ids[:, None] % cfg.ranks
+    feats = torch.cat([colour_of == torch.arange(cfg.colors), rank_of == torch.arange(cfg.ranks)], 1)
 
     def dev(x: torch.Tensor) -> torch.Tensor:
         return x.to(device)
@@ -61,7 +67,18 @@ def tables(cfg: GameConfig, device: torch.device) -> Tables:
         card_color=dev(ids // cfg.ranks),
         card_rank=dev(ids % cfg.ranks),
         hle_type_order=dev(torch.tensor([1, 0, 2, 3])),
+        move_info=dev(t),
+        card_features=dev(torch.cat([torch.zeros(1, cfg.colors + cfg.ranks, dtype=torch.bool), feats])),
+        color_keep=dev(_keep_table(cfg.colors)),
+        rank_keep=dev(_keep_table(cfg.ranks)),
     )
+
+
+def _keep_table(n: int) -> torch.Tensor:
+    """[1 + 2n, n] bool. Row 0: no hint (keep all); 1+v: the card matched value v (keep only v);
+    1+n+v: it did not (drop v)."""
+    eye = torch.eye(n, dtype=torch.bool)
+    return torch.cat([torch.ones(1, n, dtype=torch.bool), eye, ~eye])
 
 
 def _device(device: torch.device | str | None) -> torch.device:
@@ -84,7 +101,8 @@ def check_decks(cfg: GameConfig, decks: torch.Tensor) -> None:
     counts = torch.nn.functional.one_hot(decks.long().clamp(0, cfg.card_types - 1), cfg.card_types).sum(1)
     bad = ((decks < 0) | (decks >= cfg.card_types)).any(1) | (counts != tb.card_counts).any(1)
     if bool(bad.any()):
-        raise ValueError(f"deck rows {bad.nonzero().flatten().tolist()[:8]} are not permutations of the cards")
+        rows = bad.nonzero().flatten().tolist()[:8]
+        raise ValueError(f"deck rows {rows} are not permutations of the cards")
 
 
 # ---- reset ---------------------------------------------------------------------------------------
@@ -130,54 +148,47 @@ def reset(cfg: GameConfig, seeds: torch.Tensor, episodes: torch.Tensor | None = 
 
 
 # ---- legal moves ---------------------------------------------------------------------------------
+def _player_rows(cfg: GameConfig, state: HanabiState, who: torch.Tensor) -> torch.Tensor:
+    """Hands of players who [B, K] -> [B, K, H] (one index_select on the flattened hands)."""
+    b, k = who.shape
+    rows = torch.arange(b, device=who.device)[:, None] * cfg.players + who  # [B, K]
+    return state.hands.reshape(-1, cfg.hand_size).index_select(0, rows.view(-1)).view(b, k, cfg.hand_size)
+
+
 def _by_offset(cfg: GameConfig, state: HanabiState) -> torch.Tensor:
     """Hands of players cur+1 .. cur+P-1: [B, P-1, H]."""
-    p = cfg.players
-    offs = torch.arange(1, p, device=state.device)
-    who = (state.cur_player[:, None] + offs) % p  # [B, P-1]
-    return state.hands.gather(1, who[:, :, None].expand(-1, -1, cfg.hand_size))
+    offs = torch.arange(1, cfg.players, device=state.device)
+    return _player_rows(cfg, state, (state.cur_player[:, None] + offs) % cfg.players)
 
 
 def _cur_hand(cfg: GameConfig, state: HanabiState) -> torch.Tensor:
-    idx = state.cur_player[:, None, None].expand(-1, 1, cfg.hand_size)
-    return state.hands.gather(1, idx).squeeze(1)  # [B, H]
+    return _player_rows(cfg, state, state.cur_player[:, None]).squeeze(1)  # [B, H]
 
 
 def legal_moves(cfg: GameConfig, state: HanabiState) -> torch.Tensor:
     """[B, M] bool; all False for finished games."""
     tb = tables(cfg, state.device)
+    b, c = state.batch_size, cfg.colors
     held = _cur_hand(cfg, state) >= 0  # [B, H]
     can_discard = held & (state.info_tokens < cfg.max_info_tokens)[:, None]
     others = _by_offset(cfg, state)  # [B, P-1, H]
-    valid = others >= 0
-    card = others.clamp(min=0)
-    col = torch.nn.functional.one_hot(tb.card_color[card], cfg.colors).bool() & valid[..., None]
-    rnk = torch.nn.functional.one_hot(tb.card_rank[card], cfg.ranks).bool() & valid[..., None]
-    can_hint = (state.info_tokens > 0)[:, None]
-    b = state.batch_size
-    legal = torch.cat(
-        [can_discard, held, col.any(2).reshape(b, -1) & can_hint, rnk.any(2).reshape(b, -1) & can_hint], dim=1
-    )
+    feats = tb.card_features.index_select(0, (others + 1).view(-1)).view(*others.shape, -1)  # [B,P-1,H,C+R]
+    hintable = feats.any(2) & (state.info_tokens > 0)[:, None, None]  # [B, P-1, C+R]
+    colour_hints, rank_hints = hintable[..., :c].reshape(b, -1), hintable[..., c:].reshape(b, -1)
+    legal = torch.cat([can_discard, held, colour_hints, rank_hints], dim=1)
     return legal & ~state.done[:, None]
 
 
 # ---- step ----------------------------------------------------------------------------------------
-def _shift_out(x: torch.Tensor, slot: torch.Tensor, fill) -> torch.Tensor:
-    """Remove slot from the hand axis (dim 2) of x [B, P, H, ...]; later slots move left, fill last."""
-    b, p, h = x.shape[:3]
-    j = torch.arange(h, device=x.device)
-    src = (j + (j >= slot[:, None]).long())  # [B, H] in 0..H
-    pad = torch.full_like(x[:, :, :1], fill)
-    xp = torch.cat([x, pad], dim=2)
-    idx = src.view(b, 1, h, *([1] * (x.dim() - 3))).expand(b, p, h, *x.shape[3:])
-    return xp.gather(2, idx)
-
-
 def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool = False):
     """Apply one move per game. Returns (new_state, reward [B] float, done [B] bool).
 
     Finished games are left unchanged (reward 0). moves are HLE move ids. With checked=True an
     illegal move raises IllegalMoveError naming the game and the move (this syncs with the host).
+
+    Per-slot fields are rebuilt with one row gather over the flattened [B*P*H] slots: the played
+    or discarded slot's successors move left and vacated slots read a fill row appended at the end
+    (cheaper on CPU than masked where over [B, P, H, C], and the same kernels on CUDA).
     """
     moves = moves.long()
     if checked:
@@ -185,70 +196,73 @@ def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool
     tb = tables(cfg, state.device)
     p, h, c, r = cfg.players, cfg.hand_size, cfg.colors, cfg.ranks
     b, dev = state.batch_size, state.device
+    g = b * p * h  # slots in the batch
     active = ~state.done
-    kind = tb.move_type[moves]
+    info_m = tb.move_info[moves]  # [B, 5]
+    kind, slot, offset, hc, hr = info_m.unbind(1)
     is_disc = (kind == DISCARD) & active
     is_play = (kind == PLAY) & active
     is_col = (kind == REVEAL_COLOR) & active
     is_rank = (kind == REVEAL_RANK) & active
     is_hint = is_col | is_rank
     is_pd = is_disc | is_play
-    slot = tb.move_slot[moves]
     players = torch.arange(p, device=dev)
-    cur_mask = players[None, :] == state.cur_player[:, None]  # [B, P]
+    bidx = torch.arange(b, device=dev)
 
     # -- play / discard: the card, its fate, tokens
-    my_hand = _cur_hand(cfg, state)
-    card = my_hand.gather(1, slot[:, None]).squeeze(1).clamp(min=0)
+    my_row = bidx * p + state.cur_player  # [B] row of the mover's hand in the flattened hands
+    my_hand = state.hands.reshape(b * p, h).index_select(0, my_row)  # [B, H]
+    card = my_hand.gather(1, slot.clamp(min=0)[:, None]).squeeze(1).clamp(min=0)
     color, rank = tb.card_color[card], tb.card_rank[card]
     on_fw = state.fireworks.gather(1, color[:, None]).squeeze(1)
     scored = is_play & (on_fw == rank)
     misplay = is_play & ~scored
-    fireworks = state.fireworks + torch.nn.functional.one_hot(color, c) * scored[:, None]
+    fireworks = state.fireworks.scatter_add(1, color[:, None], scored.long()[:, None])
     completed = scored & (rank == r - 1)
     info_gain = (is_disc | completed) & (state.info_tokens < cfg.max_info_tokens)
     info = state.info_tokens + info_gain.long() - is_hint.long()
     lives = state.life_tokens - misplay.long()
-    discards = state.discards + torch.nn.functional.one_hot(card, cfg.card_types) * (is_disc | misplay)[:, None]
+    discards = state.discards.scatter_add(1, card[:, None], (is_disc | misplay).long()[:, None])
 
     # -- remove the card, draw a new one into the first empty slot
     deck_empty = state.deck_pos >= cfg.num_cards
     draw = is_pd & ~deck_empty
-    new_card = state.deck.gather(1, state.deck_pos.clamp(max=cfg.num_cards - 1)[:, None])  # [B, 1]
-    n_left = (my_hand >= 0).sum(1) - 1  # cards after removal
-    lands = (torch.arange(h, device=dev)[None, :] == n_left[:, None]) & draw[:, None]  # [B, H]
-    shift = (cur_mask & is_pd[:, None])[:, :, None]  # [B, P, 1]
-    hands = torch.where(shift, _shift_out(state.hands, slot, -1), state.hands)
-    hands = torch.where(shift & lands[:, None, :], new_card[:, :, None], hands)
-    cp = torch.where(shift[..., None], _shift_out(state.color_plausible, slot, True), state.color_plausible)
-    rp = torch.where(shift[..., None], _shift_out(state.rank_plausible, slot, True), state.rank_plausible)
-    ch = torch.where(shift, _shift_out(state.color_hinted, slot, -1), state.color_hinted)
-    rh = torch.where(shift, _shift_out(state.rank_hinted, slot, -1), state.rank_hinted)
-    # A drawn card is fresh (all plausible, nothing hinted) even if a hand was not full before.
-    fresh = (shift & lands[:, None, :])  # [B, P, H]
-    cp = cp | fresh[..., None]
-    rp = rp | fresh[..., None]
-    ch = torch.where(fresh, -1, ch)
-    rh = torch.where(fresh, -1, rh)
+    new_card = state.deck.gather(1, state.deck_pos.clamp(max=cfg.num_cards - 1)[:, None]).squeeze(1)  # [B]
+    n_left = ((my_hand >= 0).sum(1) - 1)[:, None, None]  # [B, 1, 1] cards after removal
+    j = torch.arange(h, device=dev)
+    shift = ((players == state.cur_player[:, None]) & is_pd[:, None])[:, :, None]  # [B, P, 1]
+    vacated = shift & (j >= n_left)  # [B, P, H] slots that end up empty or freshly drawn
+    lands = shift & (j == n_left) & draw[:, None, None]
+    src = j + (shift & (j >= slot[:, None, None])).long()  # [B, P, H] source slot (successors move left)
+    rows = (bidx[:, None, None] * p + players[:, None]) * h + src.clamp(max=h - 1)
+    rows = torch.where(vacated, g, rows).view(-1)  # vacated slots read the fill row
+    hand_rows = torch.where(lands.view(-1), g + 1 + bidx.repeat_interleave(p * h), rows)
+    fill = torch.full((1,), -1, dtype=state.hands.dtype, device=dev)
+    hands = torch.cat([state.hands.reshape(-1), fill, new_card]).index_select(0, hand_rows).view(b, p, h)
 
     # -- hints: positive and negative knowledge for the target's cards
-    target = (state.cur_player + tb.move_offset[moves]) % p
-    tgt_hand = state.hands.gather(1, target[:, None, None].expand(-1, 1, h)).squeeze(1)  # [B, H]
+    target = (state.cur_player + offset.clamp(min=0)) % p
+    tgt_hand = state.hands.reshape(b * p, h).index_select(0, bidx * p + target)  # [B, H]
     held = tgt_hand >= 0
-    hc, hr = tb.move_color[moves], tb.move_rank[moves]
     tcard = tgt_hand.clamp(min=0)
-    match = held & torch.where(is_col[:, None], tb.card_color[tcard] == hc[:, None], tb.card_rank[tcard] == hr[:, None])
+    same_colour, same_rank = tb.card_color[tcard] == hc[:, None], tb.card_rank[tcard] == hr[:, None]
+    match = held & torch.where(is_col[:, None], same_colour, same_rank)
     match = match & is_hint[:, None]
-    tgt_mask = (players[None, :] == target[:, None])[:, :, None] & held[:, None, :]  # [B, P, H]
-    col_oh = torch.nn.functional.one_hot(hc, c).bool()[:, None, None, :]  # [B, 1, 1, C]
-    rank_oh = torch.nn.functional.one_hot(hr, r).bool()[:, None, None, :]
-    m4 = match[:, None, :, None]
-    upd_c = (tgt_mask & is_col[:, None, None])[..., None]
-    upd_r = (tgt_mask & is_rank[:, None, None])[..., None]
-    cp = torch.where(upd_c, torch.where(m4, col_oh, cp & ~col_oh), cp)
-    rp = torch.where(upd_r, torch.where(m4, rank_oh, rp & ~rank_oh), rp)
-    ch = torch.where(upd_c[..., 0] & match[:, None, :], hc[:, None, None], ch)
-    rh = torch.where(upd_r[..., 0] & match[:, None, :], hr[:, None, None], rh)
+    hinted = ((players == target[:, None])[:, :, None] & held[:, None, :])  # [B, P, H] slots the hint touches
+    m3 = match[:, None, :]
+    col_code = torch.where(hinted & is_col[:, None, None], torch.where(m3, 1, 1 + c) + hc[:, None, None], 0)
+    rank_code = torch.where(hinted & is_rank[:, None, None], torch.where(m3, 1, 1 + r) + hr[:, None, None], 0)
+    ones_c = torch.ones(1, c, dtype=torch.bool, device=dev)
+    ones_r = torch.ones(1, r, dtype=torch.bool, device=dev)
+    cp = torch.cat([state.color_plausible.reshape(g, c), ones_c]).index_select(0, rows)
+    cp = (cp & tb.color_keep.index_select(0, col_code.view(-1))).view(b, p, h, c)
+    rp = torch.cat([state.rank_plausible.reshape(g, r), ones_r]).index_select(0, rows)
+    rp = (rp & tb.rank_keep.index_select(0, rank_code.view(-1))).view(b, p, h, r)
+    none = torch.full((1,), -1, dtype=state.color_hinted.dtype, device=dev)
+    ch = torch.cat([state.color_hinted.reshape(-1), none]).index_select(0, rows).view(b, p, h)
+    rh = torch.cat([state.rank_hinted.reshape(-1), none]).index_select(0, rows).view(b, p, h)
+    ch = torch.where(hinted & m3 & is_col[:, None, None], hc[:, None, None], ch)
+    rh = torch.where(hinted & m3 & is_rank[:, None, None], hr[:, None, None], rh)
 
     # -- turn order, end of game, score
     turns_left = state.turns_left - (deck_empty & active).long()
@@ -256,7 +270,6 @@ def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool
     score = torch.where((lives > 0) | (not cfg.bomb_zero), fw_sum, torch.zeros_like(fw_sum))
     done = state.done | (lives < 1) | (fw_sum >= cfg.max_score) | (turns_left <= 0)
     reward = (score - state.score).float()
-    keep = active[:, None]
     new = HanabiState(
         deck=state.deck,
         deck_pos=state.deck_pos + draw.long(),
@@ -277,7 +290,7 @@ def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool
         last_player=torch.where(active, state.cur_player, state.last_player),
         last_move=torch.where(active, moves, state.last_move),
         last_card=torch.where(is_pd, card, torch.where(active, -1, state.last_card)),
-        last_reveal=torch.where(keep, match, state.last_reveal),
+        last_reveal=torch.where(active[:, None], match, state.last_reveal),
         last_scored=torch.where(active, scored, state.last_scored),
         last_info_gain=torch.where(active, completed & info_gain, state.last_info_gain),
     )
@@ -350,8 +363,14 @@ def hand_fits(cfg: GameConfig, state: HanabiState, player: torch.Tensor, cards: 
     return (need <= unseen_counts(cfg, state, player)).all(1)
 
 
-def random_moves(cfg: GameConfig, state: HanabiState, seeds: torch.Tensor) -> torch.Tensor:
-    """A uniformly random legal move per game, from hashed (seed, step) counters (device-independent)."""
-    legal = legal_moves(cfg, state)
-    keys = hash_keys(seeds.long()[:, None], state.num_steps[:, None], torch.arange(cfg.num_moves, device=state.device))
+def random_moves(
+    cfg: GameConfig, state: HanabiState, seeds: torch.Tensor, legal: torch.Tensor | None = None
+) -> torch.Tensor:
+    """A uniformly random legal move per game, from hashed (seed, step) counters (device-independent).
+
+    Pass `legal` (legal_moves of this state) when it is already computed, to skip recomputing it."""
+    if legal is None:
+        legal = legal_moves(cfg, state)
+    ids = torch.arange(cfg.num_moves, device=state.device)
+    keys = hash_keys(seeds.long()[:, None], state.num_steps[:, None], ids)
     return torch.where(legal, keys, -1).argmax(1)

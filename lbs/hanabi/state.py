@@ -70,15 +70,20 @@ class HanabiState:
 
     def where(self, mask: torch.Tensor, other: HanabiState) -> HanabiState:
         """Per game: self where mask [B] is true, else other."""
+
         def pick(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             m = mask.view(-1, *([1] * (a.dim() - 1)))
             return torch.where(m, a, b)
 
-        return HanabiState(**{f.name: pick(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)})
+        return HanabiState(
+            **{f.name: pick(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)}
+        )
 
     @staticmethod
     def cat(states: list[HanabiState]) -> HanabiState:
-        return HanabiState(**{f.name: torch.cat([getattr(s, f.name) for s in states]) for f in fields(HanabiState)})
+        return HanabiState(
+            **{f.name: torch.cat([getattr(s, f.name) for s in states]) for f in fields(HanabiState)}
+        )
 
     def replace(self, **changes) -> HanabiState:
         return replace(self, **changes)

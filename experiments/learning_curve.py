@@ -1,0 +1,106 @@
+"""Learning curve of a blueprint run against scripted baselines, as PNG + markdown.
+
+    python experiments/learning_curve.py runs/blueprint/latest.pt --games 1000
+
+Baselines play the same evaluation seeds as the trainer's greedy evaluation: uniformly random legal
+moves, and "safe play" (never plays a card its hints do not prove playable; lbs.hanabi.policies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from lbs import ckpt  # noqa: E402
+from lbs.blueprint import KIND, TrainConfig  # noqa: E402
+from lbs.cli import from_dict  # noqa: E402
+from lbs.eval import EvalResult, summarize  # noqa: E402
+from lbs.hanabi import engine, policies  # noqa: E402
+from lbs.hanabi.config import GameConfig  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_train import machine  # noqa: E402
+
+
+def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
+    """Score a state policy (cfg, state, seeds) -> moves on games seeded like lbs.eval.evaluate."""
+    seeds = seed * 10**6 + torch.arange(games)
+    state = engine.reset(game, seeds, torch.zeros_like(seeds))
+    for _ in range(game.max_steps):
+        state, _, _ = engine.step(game, state, policy(game, state, seeds))
+    return summarize(state.score, state.fireworks.sum(1) == game.max_score, state.life_tokens <= 0, state.num_steps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--games", type=int, default=1000)
+    ap.add_argument("--name", default="tiny")
+    ap.add_argument("--out", default="experiments/results")
+    args = ap.parse_args()
+    blob = ckpt.load(args.checkpoint, KIND)
+    cfg = from_dict(TrainConfig, blob["config"])
+    hist = blob["history"]
+    if not hist:
+        raise SystemExit(f"{args.checkpoint} has no evaluation history yet")
+    eval_seed = 10**3 + cfg.seed
+    base = {
+        "random": play_policy(cfg.game, policies.random_policy, args.games, eval_seed),
+        "safe play": play_policy(cfg.game, policies.safe_play, args.games, eval_seed),
+    }
+    minutes = [h["wall_seconds"] / 60 for h in hist]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.errorbar(minutes, [h["mean"] for h in hist], yerr=[h["sem"] for h in hist], marker="o", ms=3,
+                label="blueprint (greedy)")
+    for (name, res), style in zip(base.items(), ["--", ":"], strict=True):
+        ax.axhline(res.mean, ls=style, color="gray", label=f"{name} {res.mean:.2f}")
+    ax.set_xlabel("wall time (minutes)")
+    ax.set_ylabel(f"mean score (max {cfg.game.max_score})")
+    ax.set_title(f"{cfg.game.players}p, {cfg.game.colors} colours x {cfg.game.ranks} ranks, {args.name} preset")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / f"learning_curve_{args.name}.png"
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    rows = "\n".join(
+        f"| {h['updates']} | {h['wall_seconds'] / 60:.1f} | {h['mean']:.3f} ± {h['sem']:.3f} | "
+        f"{100 * h['perfect']:.1f} | {100 * h['bombed']:.1f} |"
+        for h in hist
+    )
+    brows = "\n".join(f"| {k} | {v} |" for k, v in base.items())
+    text = f"""# Learning curve: {args.name} preset ({stamp})
+
+- machine: {machine()}
+- command: `python {" ".join(sys.argv)}`
+- run config: game {cfg.game}, net {cfg.net}, {cfg.actor}, lr {cfg.lr}, batch {cfg.batch_size}
+- figure: {png.name}
+
+Baselines on the same {args.games} evaluation seeds:
+
+| policy | result |
+|---|---|
+{brows}
+
+Greedy evaluation during training ({cfg.eval_games} games each):
+
+| updates | minutes | score ± s.e.m. | perfect % | bomb-out % |
+|---|---|---|---|---|
+{rows}
+"""
+    (out / f"learning_curve_{args.name}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
