@@ -9,9 +9,10 @@ the same through its Python API in the same run: deal moves, legal moves, encode
 observation, apply a random legal move, start a new game when one ends. Results (date, machine,
 command, table, HLE baseline) go to experiments/results/bench_env_<date>.md.
 
-Memory per game: CUDA, torch.cuda.max_memory_allocated over the timed steps minus what was allocated
-before, per game; CPU, the peak resident-set growth over a short pass (coarse: the allocator keeps
-freed pages, so small batches read ~0). "state B/game" is the exact size of one game's HanabiState.
+Memory per game: CUDA, torch.cuda.max_memory_allocated over a few steps minus what was allocated
+before, divided by the batch; CPU, the peak RSS of a fresh process doing a few steps at this batch
+size minus that of one at batch 1, divided by the extra games (coarse for small batches). "state
+B/game" is the exact size of one game's HanabiState.
 """
 
 from __future__ import annotations
@@ -59,19 +60,29 @@ class Args:
     """also time torch.compile(actor_step)"""
     seed: int = 0
     out: str = "experiments/results"
+    mem_probe: int = 0
+    """internal: print the peak RSS of a few actor steps at this batch size and exit"""
+
+
+def core_step(
+    cfg: GameConfig, state: HanabiState, seeds: torch.Tensor, episodes: torch.Tensor, dtype: torch.dtype
+):
+    """Mask, every player's observation, a random legal move and the step (finished games idle)."""
+    legal = legal_moves(cfg, state)  # [B, M]
+    obs = encode(cfg, state, dtype=dtype)  # [B, P, D]
+    moves = random_moves(cfg, state, seeds, legal)
+    state, reward, done = step(cfg, state, moves)
+    return state, episodes, obs, legal, reward, done
 
 
 def actor_step(
     cfg: GameConfig, state: HanabiState, seeds: torch.Tensor, episodes: torch.Tensor, dtype: torch.dtype
 ):
-    """One actor move for every game: mask, observations, random legal move, step, auto-reset."""
-    legal = legal_moves(cfg, state)  # [B, M]
-    obs = encode(cfg, state, dtype=dtype)  # [B, P, D]
-    moves = random_moves(cfg, state, seeds, legal)
-    state, reward, done = step(cfg, state, moves)
+    """core_step plus BatchedHanabi's auto-reset: finished games restart from the next seeded deck."""
+    state, episodes, obs, legal, reward, done = core_step(cfg, state, seeds, episodes, dtype)
     episodes = episodes + done.long()
     state = reset(cfg, seeds, episodes).where(done, state)
-    return state, episodes, obs, legal, reward
+    return state, episodes, obs, legal, reward, done
 
 
 def check_matches_env(cfg: GameConfig, device: torch.device, dtype: torch.dtype) -> None:
@@ -82,7 +93,7 @@ def check_matches_env(cfg: GameConfig, device: torch.device, dtype: torch.dtype)
         legal = env.legal_moves()
         obs = env.observe(dtype=dtype)
         env.step(random_moves(cfg, env.state, env.seeds, legal))
-        state, episodes, obs2, legal2, _ = actor_step(cfg, state, env.seeds, episodes, dtype)
+        state, episodes, obs2, legal2, *_ = actor_step(cfg, state, env.seeds, episodes, dtype)
         assert torch.equal(obs, obs2) and torch.equal(legal, legal2) and state.equal(env.state)
     assert bool((episodes > 0).any()), "no game finished: the auto-reset path was not checked"
 
@@ -92,11 +103,31 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _rss_bytes() -> int | None:
+def _peak_rss(args: Args, batch: int) -> int | None:
+    """Peak RSS in bytes of a fresh process running a few actor steps for `batch` games (CPU)."""
+    cmd = [sys.executable, __file__, "--mem-probe", str(batch), "--players", str(args.players)]
+    cmd += ["--obs-dtype", args.obs_dtype, "--threads", str(args.threads)]
     try:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+        return int(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
+
+
+def mem_probe(args: Args) -> int:
+    """Body of --mem-probe: reset, a few actor steps, then the peak RSS of this address space.
+
+    VmHWM, not ru_maxrss: on Linux ru_maxrss survives exec, so a child would report its parent's peak."""
+    cfg, batch = GameConfig(players=args.players), args.mem_probe
+    seeds = torch.arange(batch)
+    episodes = torch.zeros_like(seeds)
+    state = reset(cfg, seeds, episodes)
+    for _ in range(4):
+        state, episodes, *_ = actor_step(cfg, state, seeds, episodes, getattr(torch, args.obs_dtype))
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # reported in kB
+    raise OSError("no VmHWM in /proc/self/status")
 
 
 def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn) -> dict:
@@ -109,23 +140,16 @@ def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn
     for _ in range(args.warmup):
         state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
     _sync(device)
-    # memory pass (short, before timing)
-    if device.type == "cuda":
+    mem = None
+    if device.type == "cuda":  # memory pass (short, before timing)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-    else:
-        base = _rss_bytes()
-    peak = base
-    for _ in range(3):
-        state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
-        if device.type == "cpu" and base is not None:
-            peak = max(peak, _rss_bytes() or 0)
-    _sync(device)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(device)
-    mem = None if base is None else max(peak - base, 0) / batch
+        for _ in range(3):
+            state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
+        _sync(device)
+        mem = (torch.cuda.max_memory_allocated(device) - base) / batch
     # timed pass
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
     while n < args.steps:
         state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
         n += 1
@@ -134,19 +158,20 @@ def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn
             if time.perf_counter() - t0 > args.seconds:
                 break
     _sync(device)
-    dt = time.perf_counter() - t0
-    return {"steps_per_s": batch * n / dt, "us_per_call": dt / n * 1e6, "mem": mem, "state": state_bytes}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"wall": batch * n / wall, "cpu": batch * n / cpu, "us_per_call": wall / n * 1e6, "mem": mem,
+            "state": state_bytes}
 
 
-def time_hle(cfg: GameConfig, steps: int, seed: int) -> float:
-    """HLE Python API moves/s doing the same work as actor_step for one game."""
+def time_hle(cfg: GameConfig, steps: int, seed: int) -> tuple[float, float]:
+    """HLE Python API moves/s (wall clock, CPU time) doing the same work as actor_step for one game."""
     from hanabi_learning_environment import pyhanabi
 
     game = pyhanabi.HanabiGame({**cfg.hle_params(), "seed": seed})
     enc = pyhanabi.ObservationEncoder(game, pyhanabi.ObservationEncoderType.CANONICAL)
     rng = random.Random(seed)
     state = game.new_initial_state()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         while state.cur_player() == pyhanabi.CHANCE_PLAYER_ID:
             state.deal_random_card()
@@ -156,7 +181,7 @@ def time_hle(cfg: GameConfig, steps: int, seed: int) -> float:
         state.apply_move(rng.choice(legal))
         if state.is_terminal():
             state = game.new_initial_state()
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.perf_counter() - t0), steps / (time.process_time() - c0)
 
 
 def machine(devices: list[torch.device]) -> list[str]:
@@ -221,8 +246,12 @@ def parse(argv: list[str] | None = None) -> Args:
 
 
 def main(argv: list[str] | None = None) -> Path:
+    """Run the benchmark and write the dated results file; returns its path."""
     args = parse(argv)
     torch.set_num_threads(args.threads)
+    if args.mem_probe:
+        print(mem_probe(args))
+        sys.exit(0)
     cfg = GameConfig(players=args.players)
     devices = {"cpu": [torch.device("cpu")], "cuda": [torch.device("cuda")]}.get(args.device)
     if devices is None:
@@ -230,33 +259,40 @@ def main(argv: list[str] | None = None) -> Path:
     header = machine(devices)
     print("\n".join(header), flush=True)
     hle_before = time_hle(cfg, args.hle_steps, args.seed)
-    print(f"HLE Python API: {hle_before:,.0f} moves/s", flush=True)
+    print(f"HLE Python API: {hle_before[0]:,.0f} moves/s wall, {hle_before[1]:,.0f}/CPU-s", flush=True)
 
-    fns = [("eager", actor_step)]
-    compile_note = ""
+    fns = [("core", "eager", core_step), ("actor", "eager", actor_step)]
     if args.compile:
-        fns.append(("compiled", torch.compile(actor_step, dynamic=False)))
-    rows = []
+        fns += [("actor", "compiled", torch.compile(actor_step, dynamic=False))]
+    results, compile_note = [], ""
     for device in devices:
         check_matches_env(cfg, device, getattr(torch, args.obs_dtype))
-        for mode, fn in fns:
+        for work, mode, fn in fns:
             for batch in args.batch_sizes:
                 try:
                     res = time_torch(args, cfg, device, batch, fn)
                 except Exception as e:  # noqa: BLE001 - report (e.g. a compile failure) and go on
-                    failure = f"{mode} {device.type} B={batch} failed: {type(e).__name__}: {e}"
+                    failure = f"{work} {mode} {device.type} B={batch} failed: {type(e).__name__}: {e}"
                     compile_note += "\n- " + failure[:400]
-                    print(compile_note.splitlines()[-1], flush=True)
+                    print(failure[:400], flush=True)
                     continue
-                rows.append((device.type, mode, batch, res))
+                results.append((device.type, work, mode, batch, res))
                 print(
-                    f"{device.type:4s} {mode:8s} B={batch:6d}  {res['steps_per_s']:12,.0f} steps/s  "
-                    f"({res['steps_per_s'] / hle_before:6.1f}x HLE)  {res['us_per_call']:9.0f} us/call",
+                    f"{device.type:4s} {work:5s} {mode:8s} B={batch:6d}  {res['wall']:12,.0f} steps/s wall "
+                    f"{res['cpu']:12,.0f} per CPU-s ({res['cpu'] / hle_before[1]:6.1f}x HLE)  "
+                    f"{res['us_per_call']:9.0f} us/call",
                     flush=True,
                 )
+    if any(d.type == "cpu" for d in devices):  # CPU memory: peak RSS of fresh processes, batch 1 as the base
+        base = _peak_rss(args, 1)
+        for dev, work, mode, batch, res in results:
+            if dev == "cpu" and work == "actor" and mode == "eager" and batch > 1:
+                peak = _peak_rss(args, batch)
+                if base is not None and peak is not None:
+                    res["mem"] = max(peak - base, 0) / (batch - 1)
     hle_after = time_hle(cfg, args.hle_steps, args.seed + 1)
-    hle = (hle_before + hle_after) / 2
-    print(f"HLE Python API again: {hle_after:,.0f} moves/s", flush=True)
+    hle_wall, hle_cpu = (hle_before[0] + hle_after[0]) / 2, (hle_before[1] + hle_after[1]) / 2
+    print(f"HLE Python API again: {hle_after[0]:,.0f} moves/s wall, {hle_after[1]:,.0f}/CPU-s", flush=True)
 
     date = datetime.date.today().isoformat()
     command = " ".join(sys.argv) if argv is None else "experiments/bench_env.py " + " ".join(argv)
@@ -269,19 +305,25 @@ def main(argv: list[str] | None = None) -> Path:
         "",
         *header,
         "",
-        f"Game: {cfg}; obs dtype {args.obs_dtype}. One game step = legal mask + canonical observation of all "
-        f"{cfg.players} players + random legal move + step + auto-reset.",
+        f"Game: {cfg}; obs dtype {args.obs_dtype}. Work per game step: legal mask, canonical observation of "
+        f"all {cfg.players} players, a random legal move and the step (`core`), plus BatchedHanabi's "
+        "auto-reset of finished games (`actor`).",
         "",
-        f"HLE Python API baseline (same work, one game, this run): {hle_before:,.0f} moves/s before the "
-        f"torch runs, {hle_after:,.0f} after; ratios below use the mean, {hle:,.0f}.",
+        "HLE Python API baseline (same work, one game, this run): "
+        f"{hle_before[0]:,.0f} / {hle_after[0]:,.0f} moves/s wall clock before / after the torch runs, "
+        f"{hle_before[1]:,.0f} / {hle_after[1]:,.0f} per CPU-second. Ratios use the means ({hle_cpu:,.0f} "
+        "per CPU-second for CPU rows, which is robust to other jobs on a shared machine; "
+        f"{hle_wall:,.0f} wall for CUDA rows).",
         "",
-        "| device | mode | batch | game steps/s | x HLE Python | us/call | peak mem/game | state B/game |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| device | work | mode | batch | steps/s wall | steps/CPU-s | x HLE | us/call | mem/game"
+        " | state B/game |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for dev, mode, batch, res in rows:
+    for dev, work, mode, batch, res in results:
         mem = "n/a" if res["mem"] is None else f"{res['mem'] / 1024:.1f} KiB"
+        ratio = res["wall"] / hle_wall if dev == "cuda" else res["cpu"] / hle_cpu
         lines.append(
-            f"| {dev} | {mode} | {batch} | {res['steps_per_s']:,.0f} | {res['steps_per_s'] / hle:.1f} | "
+            f"| {dev} | {work} | {mode} | {batch} | {res['wall']:,.0f} | {res['cpu']:,.0f} | {ratio:.1f} | "
             f"{res['us_per_call']:,.0f} | {mem} | {res['state']:.0f} |"
         )
     if compile_note:

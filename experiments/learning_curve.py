@@ -36,7 +36,8 @@ def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
     state = engine.reset(game, seeds, torch.zeros_like(seeds))
     for _ in range(game.max_steps):
         state, _, _ = engine.step(game, state, policy(game, state, seeds))
-    return summarize(state.score, state.fireworks.sum(1) == game.max_score, state.life_tokens <= 0, state.num_steps)
+    perfect = state.fireworks.sum(1) == game.max_score
+    return summarize(state.score, perfect, state.life_tokens <= 0, state.num_steps)
 
 
 def main() -> None:
@@ -64,7 +65,8 @@ def main() -> None:
         ax.axhline(res.mean, ls=style, color="gray", label=f"{name} {res.mean:.2f}")
     ax.set_xlabel("wall time (minutes)")
     ax.set_ylabel(f"mean score (max {cfg.game.max_score})")
-    ax.set_title(f"{cfg.game.players}p, {cfg.game.colors} colours x {cfg.game.ranks} ranks, {args.name} preset")
+    g = cfg.game
+    ax.set_title(f"{g.players}p, {g.colors} colours x {g.ranks} ranks, {args.name} preset")
     ax.legend()
     ax.grid(alpha=0.3)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")

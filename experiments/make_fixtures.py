@@ -60,8 +60,18 @@ def hle_rows(cfg: GameConfig, record: GameRecord) -> tuple[list, list, list, HLE
         raw = st.state
         obs.append(g.observe_all(st).reshape(-1))
         legal.append(g.legal_mask(st))
-        scalars.append([raw.information_tokens(), raw.life_tokens(), raw.cur_player(), raw.deck_size(),
-                        raw.score(), int(raw.is_terminal()), reward] + raw.fireworks())
+        scalars.append(
+            [
+                raw.information_tokens(),
+                raw.life_tokens(),
+                raw.cur_player(),
+                raw.deck_size(),
+                raw.score(),
+                int(raw.is_terminal()),
+                reward,
+            ]
+            + raw.fireworks()
+        )
         if t == len(record.moves):
             break
         m = record.moves[t]
@@ -102,6 +112,7 @@ def write_fixture(name: str, cfg: GameConfig, records: list[GameRecord], path: P
 def pick_playthrough(cfg: GameConfig, records: list[GameRecord]) -> GameRecord:
     """The shortest game with a play, a discard and a hint (and, without bomb_zero, no bomb-out,
     where HLE's score would differ from ours by design); the shortest game if none has all."""
+
     def kinds(r: GameRecord) -> set[int]:
         return {cfg.move_table[m][0] for m in r.moves}
 

@@ -14,8 +14,9 @@ import torch
 from .hanabi import engine
 from .hanabi.config import GameConfig
 from .hanabi.encode import encode, own_hands, public_features
+from .hanabi.shuffle import permute_state, random_perms, unpermute_moves
 from .hanabi.state import HanabiState
-from .nets import env_moves, epsilon_greedy, legal_with_noop, num_actions
+from .nets import aux_targets, env_moves, epsilon_greedy, legal_with_noop, num_actions
 
 # policy(priv [R, D] float, publ [R, Dp] float, legal [R, A] bool, hid) -> (q [R, A], hid)
 QFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, tuple], tuple[torch.Tensor, tuple]]
@@ -33,16 +34,23 @@ class ActorConfig:
     eps_base: float = 0.1
     """Ape-X exploration: eps_i = eps_base ** (1 + eps_alpha * i / (N - 1)), one i drawn per episode"""
     eps_alpha: float = 7.0
+    shuffle_colors: bool = False
+    """other-play: each seat sees the game under its own random colour permutation, redrawn per episode"""
 
 
-def _policy_step(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple):
-    """Observe every seat, run the Q-function once on [N*P] rows."""
+def _observe(game: GameConfig, state: HanabiState, perms: torch.Tensor | None):
+    """Each seat's view: observation uint8 [N, P, D], legal [N, P, A], own hand [N, P, H].
+
+    With perms [N, P, C] every seat sees the game with its own colour renaming (other-play)."""
     n, p = state.batch_size, game.players
-    obs = encode(game, state, dtype=torch.uint8)  # [N, P, D]
-    legal = legal_with_noop(game, state)  # [N, P, A]
-    priv = obs.reshape(n * p, -1).float()
-    q, hid = q_fn(priv, public_features(game, priv), legal.reshape(n * p, -1), hid)
-    return obs, legal, q.reshape(n, p, -1), hid
+    if perms is None:
+        return encode(game, state, dtype=torch.uint8), legal_with_noop(game, state), own_hands(game, state)
+    seat = torch.arange(p, device=state.device).repeat(n)[:, None]  # [N*P, 1]
+    view = permute_state(game, state.replicate(p), perms.reshape(n * p, -1))  # row (g, s): seat s's view
+    obs = encode(game, view, observers=seat, dtype=torch.uint8).reshape(n, p, -1)
+    legal = legal_with_noop(game, view).gather(1, seat[:, :, None].expand(-1, 1, num_actions(game)))
+    own = own_hands(game, view, observers=seat)
+    return obs, legal.reshape(n, p, -1), own.reshape(n, p, -1)
 
 
 def run_round(
@@ -54,13 +62,15 @@ def run_round(
     cfg: ActorConfig,
     eps: torch.Tensor | None = None,
     record: bool = True,
+    aux: bool = False,
 ) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor]]:
     """Play one round: N = len(seeds) fresh games for up to cfg.max_len steps.
 
     eps [N] per-game exploration (None: greedy). Returns (episodes, stats): episodes is a dict of
     [N, T, ...] tensors (priv uint8 [N,T,P,D], legal [N,T,P,A], action [N,T,P], reward [N,T],
-    terminal [N,T], mask [N,T], own_hand [N,T,P,H] int8) or None if record is False; stats has the final
-    score, length, bombed and perfect flags [N].
+    terminal [N,T], mask [N,T], own_hand [N,T,P,H] int8, and with aux aux_target [N,T,P,H] int8 for the
+    auxiliary head) or None if record is False; stats has the final score, length, bombed and perfect
+    flags [N]. With cfg.shuffle_colors everything recorded is in each seat's own colour view.
     """
     n, p, t_max = seeds.shape[0], game.players, cfg.max_len
     dev = seeds.device
@@ -71,6 +81,7 @@ def run_round(
     eps_rows = eps.repeat_interleave(p)
     seat = torch.arange(p, device=dev).repeat(n)
     row_keys = (seeds.repeat_interleave(p) * 8 + seat, torch.full((n * p,), episode, device=dev))
+    perms = random_perms(game, row_keys[0], row_keys[1]).reshape(n, p, -1) if cfg.shuffle_colors else None
     buf: dict[str, torch.Tensor] = {}
     if record:
         a = num_actions(game)
@@ -83,20 +94,27 @@ def run_round(
             "mask": torch.zeros(n, t_max, dtype=torch.bool, device=dev),
             "own_hand": torch.full((n, t_max, p, game.hand_size), -1, dtype=torch.int8, device=dev),
         }
+        if aux:
+            buf["aux_target"] = torch.full_like(buf["own_hand"], -1)
     for t in range(t_max):
         active = ~state.done
-        obs, legal, q, hid = _policy_step(game, state, q_fn, hid)
+        obs, legal, own = _observe(game, state, perms)
+        priv = obs.reshape(n * p, -1).float()
+        q, hid = q_fn(priv, public_features(game, priv), legal.reshape(n * p, -1), hid)
         step_keys = (*row_keys, torch.full((n * p,), t, device=dev))
-        act = epsilon_greedy(q.reshape(n * p, -1), legal.reshape(n * p, -1), eps_rows, step_keys).reshape(
-            n, p
-        )
+        act = epsilon_greedy(q, legal.reshape(n * p, -1), eps_rows, step_keys).reshape(n, p)
         move = env_moves(game, state, act)
+        if perms is not None:  # the mover chose in its own colour view
+            mover = state.cur_player[:, None, None].expand(-1, 1, game.colors)
+            move = unpermute_moves(game, move, perms.gather(1, mover).squeeze(1))
         if record:
             buf["priv"][:, t] = obs
             buf["legal"][:, t] = legal
             buf["action"][:, t] = act
             buf["mask"][:, t] = active
-            buf["own_hand"][:, t] = own_hands(game, state).to(torch.int8)
+            buf["own_hand"][:, t] = own.to(torch.int8)
+            if aux:
+                buf["aux_target"][:, t] = aux_targets(game, state).to(torch.int8)
         state, reward, done = engine.step(game, state, move)
         if record:
             buf["reward"][:, t] = reward * active

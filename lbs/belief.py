@@ -536,6 +536,7 @@ def evaluate_belief(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_
     if games < 1 or batch < 1:
         raise ValueError(f"games={games} and batch={batch} must be >= 1")
     max_len = max_len or game.max_steps
+    was_training = model.training
     model.eval()
     total = torch.zeros(5, max_len, dtype=torch.float64, device=device)
     for start in range(0, games, batch):
@@ -543,6 +544,7 @@ def evaluate_belief(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_
         e = torch.full(seeds.shape, eps, device=device) if eps > 0 else None
         total += _round_cross_entropy(game, model, q_fn, init_hidden, seeds, -1 - seed, max_len, e,
                                       acceptance_k)
+    model.train(was_training)
     total = total.cpu()
     cards = total[2]
     nan = torch.tensor(math.nan, dtype=torch.float64)

@@ -141,7 +141,7 @@ def replay_spec(cfg: TrainConfig) -> dict[str, tuple]:
         "terminal": ((t,), torch.bool),
         "mask": ((t,), torch.bool),
         "own_hand": ((t, g.players, g.hand_size), torch.int8, torch.long),
-    }
+    } | ({"aux_target": ((t, g.players, g.hand_size), torch.int8, torch.long)} if cfg.net.aux_head else {})
 
 
 def load_blueprint(path: str | Path, device: torch.device | str = "cpu", game: GameConfig | None = None):
@@ -170,6 +170,8 @@ class Trainer:
         self.target = copy.deepcopy(net).to(self.device).requires_grad_(False)
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.net, self.opt = self.fabric.setup(net, opt)
+        if cfg.net.aux_head:  # route the aux forward through Fabric's wrapper (autocast, DDP)
+            self.net.mark_forward_method("forward_aux")
         self.replay = PrioritizedReplay(
             cfg.replay_capacity,
             replay_spec(cfg),
@@ -237,7 +239,9 @@ class Trainer:
         draw = hash_keys(seeds, torch.full_like(seeds, r)) % n  # Ape-X rate per game, re-drawn each round
         eps = self._eps_ladder.to(self.device)[draw].float()
         with torch.no_grad():
-            episodes, stats = run_round(cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps)
+            episodes, stats = run_round(
+                cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head
+            )
             prio = self._priorities(episodes)
         self.replay.add(episodes, prio)
         self.counters["rounds"] += 1

@@ -132,3 +132,14 @@ def test_learning_is_real(tmp_path):
     random = play_policy(cfg.game, policies.random_policy, cfg.eval_games, 10**3 + cfg.seed)
     assert result.mean > random.mean + 1.0, (result, random)
     assert result.bombed < random.bombed / 2, (result, random)
+
+
+def test_aux_head_and_colour_shuffle_train(tmp_path):
+    cfg = micro_config(tmp_path)
+    cfg = replace(cfg, game=GameConfig(players=2, colors=2, ranks=3, hand_size=2),
+                  net=replace(cfg.net, aux_head=True), actor=replace(cfg.actor, shuffle_colors=True))
+    t = Trainer(cfg, progress=False)
+    t.act_round()
+    info = t.update()
+    assert "aux_loss" in info and info["aux_loss"] > 0
+    assert t.replay.storage["aux_target"].max() <= 2

@@ -44,7 +44,9 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def hle():
-    pytest.importorskip("hanabi_learning_environment.pyhanabi", reason="HLE not installed (see test_fixtures.py)")
+    pytest.importorskip(
+        "hanabi_learning_environment.pyhanabi", reason="HLE not installed (see test_fixtures.py)"
+    )
     from lbs.hanabi import hle as module
 
     return module
@@ -151,13 +153,13 @@ def test_state_conversion_and_text_round_trip(hle):
     for name in ("p2", "p5", "p2_c2_r3", "p3_c1_h3", "p4_l1_i2"):
         cfg = NAMED_CONFIGS[name]
         g = hle.hle_game(cfg)
-        seeds = torch.arange(8) + 5
+        seeds = torch.arange(6) + 5
         policy = conformance_policy()
         state = engine.reset(cfg, seeds)
-        hs = [g.new_state(state.deck[i]) for i in range(8)]
-        history, discards = [], [[] for _ in range(8)]
+        hs = [g.new_state(state.deck[i]) for i in range(6)]
+        history, discards = [], [[] for _ in range(6)]
         while True:
-            for i in range(8):
+            for i in range(6):
                 assert hle.from_hle(cfg, hs[i]).equal(state.index(torch.tensor([i]))), (name, i)
                 assert render(cfg, state, i, discards[i]) == str(hs[i])
                 assert (g.legal_mask(hs[i]) == g.legal_mask_fast(hs[i])).all()

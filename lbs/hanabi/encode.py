@@ -175,26 +175,33 @@ def encode(
     # hands: other players' cards one-hot, then the missing-card bit per player (observer first)
     put("hands.cards", seen(_lookup(et.card, state.hands + 1).reshape(b, p, -1), 1, p - 1))
     put("hands.missing", seen((state.hands < 0).any(2, keepdim=True), 0, p))
-    # board and discards are the same for every observer
+    # board and discards are the same for every observer: one [B, F] row, broadcast once
     played = torch.arange(cfg.ranks, device=state.device) == (state.fireworks - 1)[..., None]  # [B, C, R]
-    put("board.deck", _thermometer(cfg.num_cards - state.deck_pos, cfg.max_deck_after_deal)[:, None])
-    put("board.fireworks", played.reshape(b, 1, -1))
-    put("board.info", _thermometer(state.info_tokens, cfg.max_info_tokens)[:, None])
-    put("board.lives", _thermometer(state.life_tokens, cfg.max_life_tokens)[:, None])
-    put("discards", (state.discards[:, tb.instance_card] > tb.instance_copy)[:, None])  # thermometer per card
-    # last action: bits fixed by the move id, the outcome, then observer-relative actor and target
+    board = torch.cat(
+        [
+            _thermometer(cfg.num_cards - state.deck_pos, cfg.max_deck_after_deal),
+            played.reshape(b, -1),
+            _thermometer(state.info_tokens, cfg.max_info_tokens),
+            _thermometer(state.life_tokens, cfg.max_life_tokens),
+            state.discards.index_select(1, tb.instance_card) > tb.instance_copy,  # thermometer per card id
+        ],
+        dim=1,
+    )
+    buf[:, :, lay["board.deck"].start : lay["discards"].stop].copy_(board[:, None])
+    # last action: bits fixed by the move id and the outcome (shared), then observer-relative actor/target
     la = lay["last_action"].start
-    put("last_action", _lookup(et.last_move, state.last_move + 1)[:, None])
+    shared = _lookup(et.last_move, state.last_move + 1)  # [B, last_action_dim]
     kind = tb.move_type[state.last_move.clamp(min=0)]
     is_play = (kind == PLAY) & (state.last_move >= 0)
     is_hint = (kind == REVEAL_COLOR) | (kind == REVEAL_RANK)
-    out0 = la + 2 * p + 4 + cfg.colors + cfg.ranks  # reveal outcome, slot, card, scored, added hint
+    out0 = 2 * p + 4 + cfg.colors + cfg.ranks  # reveal outcome, slot, card, scored, added hint
     card0 = out0 + 2 * h
-    buf[:, :, out0 : out0 + h].copy_((state.last_reveal & is_hint[:, None])[:, None])
+    shared[:, out0 : out0 + h] = state.last_reveal & is_hint[:, None]
     card = torch.where(is_hint | (state.last_move < 0), -1, state.last_card)
-    buf[:, :, card0 : card0 + cfg.card_types].copy_(_lookup(et.card, card + 1)[:, None])
-    buf[:, :, card0 + cfg.card_types].copy_((state.last_scored & is_play)[:, None])
-    buf[:, :, card0 + cfg.card_types + 1].copy_((state.last_info_gain & is_play)[:, None])
+    shared[:, card0 : card0 + cfg.card_types] = _lookup(et.card, card + 1)
+    shared[:, card0 + cfg.card_types] = state.last_scored & is_play
+    shared[:, card0 + cfg.card_types + 1] = state.last_info_gain & is_play
+    put("last_action", shared[:, None])
     moved = state.last_player >= 0
     actor = torch.where(moved[:, None], (state.last_player[:, None] - observers) % p, -1)  # [B, K]
     offset = tb.move_offset[state.last_move.clamp(min=0)]

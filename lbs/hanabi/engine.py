@@ -236,7 +236,8 @@ def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool
     src = j + (shift & (j >= slot[:, None, None])).long()  # [B, P, H] source slot (successors move left)
     rows = (bidx[:, None, None] * p + players[:, None]) * h + src.clamp(max=h - 1)
     rows = torch.where(vacated, g, rows).view(-1)  # vacated slots read the fill row
-    hand_rows = torch.where(lands.view(-1), g + 1 + bidx.repeat_interleave(p * h), rows)
+    game_of_slot = torch.arange(g, device=dev) // (p * h)  # [B*P*H]
+    hand_rows = torch.where(lands.view(-1), g + 1 + game_of_slot, rows)
     fill = torch.full((1,), -1, dtype=state.hands.dtype, device=dev)
     hands = torch.cat([state.hands.reshape(-1), fill, new_card]).index_select(0, hand_rows).view(b, p, h)
 
@@ -250,8 +251,9 @@ def step(cfg: GameConfig, state: HanabiState, moves: torch.Tensor, checked: bool
     match = match & is_hint[:, None]
     hinted = ((players == target[:, None])[:, :, None] & held[:, None, :])  # [B, P, H] slots the hint touches
     m3 = match[:, None, :]
-    col_code = torch.where(hinted & is_col[:, None, None], torch.where(m3, 1, 1 + c) + hc[:, None, None], 0)
-    rank_code = torch.where(hinted & is_rank[:, None, None], torch.where(m3, 1, 1 + r) + hr[:, None, None], 0)
+    miss = (~match).long()  # rows of the keep tables: 0 untouched, 1 + value (matched), 1 + n + value (not)
+    col_code = (1 + hc[:, None] + c * miss)[:, None, :] * (hinted & is_col[:, None, None])  # [B, P, H]
+    rank_code = (1 + hr[:, None] + r * miss)[:, None, :] * (hinted & is_rank[:, None, None])
     ones_c = torch.ones(1, c, dtype=torch.bool, device=dev)
     ones_r = torch.ones(1, r, dtype=torch.bool, device=dev)
     cp = torch.cat([state.color_plausible.reshape(g, c), ones_c]).index_select(0, rows)

@@ -84,10 +84,14 @@ class HLEGame:
         # seed 0 makes the harvesting game below deterministic; our decks never use HLE's RNG.
         self.game = ph.HanabiGame({**cfg.hle_params(), "seed": 0})
         if self.game.max_moves() != cfg.num_moves:
-            raise RuntimeError(f"HLE has {self.game.max_moves()} moves for {cfg}, GameConfig says {cfg.num_moves}")
+            raise RuntimeError(
+                f"HLE has {self.game.max_moves()} moves for {cfg}, GameConfig says {cfg.num_moves}"
+            )
         self.encoder = ph.ObservationEncoder(self.game, ph.ObservationEncoderType.CANONICAL)
         if self.encoder.shape() != [cfg.obs_dim]:
-            raise RuntimeError(f"HLE observation shape {self.encoder.shape()} != GameConfig.obs_dim {cfg.obs_dim}")
+            raise RuntimeError(
+                f"HLE observation shape {self.encoder.shape()} != GameConfig.obs_dim {cfg.obs_dim}"
+            )
         self.moves = [self.game.get_move(m) for m in range(cfg.num_moves)]
         self._c_obs = ph.ffi.new("pyhanabi_observation_t*")  # reused by observe()
         self.deal_moves = self._harvest_deal_moves()
@@ -106,7 +110,11 @@ class HLEGame:
                 continue
             legal = st.legal_moves()
             discards = [m for m in legal if m.type() == ph.HanabiMoveType.DISCARD]
-            hints = [m for m in legal if m.type() in (ph.HanabiMoveType.REVEAL_COLOR, ph.HanabiMoveType.REVEAL_RANK)]
+            hints = [
+                m
+                for m in legal
+                if m.type() in (ph.HanabiMoveType.REVEAL_COLOR, ph.HanabiMoveType.REVEAL_RANK)
+            ]
             st.apply_move((discards or hints or legal)[0])
         found: dict[int, Any] = {}
         for item in st.move_history():
@@ -415,7 +423,8 @@ class Mismatch:
 
     def __str__(self) -> str:
         who = "" if self.observer is None else f", observer {self.observer}"
-        return f"step {self.step}, game {self.game}{who}: {self.what} differs: ours {self.ours} vs HLE {self.hle}"
+        where = f"step {self.step}, game {self.game}{who}"
+        return f"{where}: {self.what} differs: ours {self.ours} vs HLE {self.hle}"
 
 
 @dataclass
@@ -438,7 +447,9 @@ class DiffReport:
         )
 
 
-def _edge_counts(cfg: GameConfig, before: HanabiState, after: HanabiState, moves: torch.Tensor) -> torch.Tensor:
+def _edge_counts(
+    cfg: GameConfig, before: HanabiState, after: HanabiState, moves: torch.Tensor
+) -> torch.Tensor:
     """[len(EDGE_CASES)] counts of edge cases hit by this step (tensor ops, one sync by the caller)."""
     tb = engine.tables(cfg, before.device)
     active = ~before.done
@@ -504,8 +515,7 @@ def differential(
     def hle_score(score: np.ndarray, lives: np.ndarray) -> np.ndarray:
         return score if cfg.bomb_zero else np.where(lives > 0, score, 0)
 
-    prev_hscore = np.zeros(b)
-    rewards_hle = np.zeros(b)
+    prev_hscore = prev_score = rewards = rewards_hle = np.zeros(b)
     while True:
         done = state.done.cpu().numpy()
         legal = engine.legal_moves(cfg, state).cpu().numpy()
@@ -514,16 +524,20 @@ def differential(
         fw, cur = state.fireworks.cpu().numpy(), state.cur_player.cpu().numpy()
         score, deck_size = state.score.cpu().numpy(), cfg.num_cards - state.deck_pos.cpu().numpy()
         hscore = hle_score(score, lives)
-        if not cfg.bomb_zero and (score != fw.sum(1)).any():
-            i = int(np.nonzero(score != fw.sum(1))[0][0])
-            fail(i, None, "score (bomb_zero=False keeps the fireworks)", score[i], fw[i].sum(), step)
         for i in np.nonzero(~bad & ~checked_end)[0]:
             st, hst = hs[i], hs[i].state
             if step > 0:
-                r = float(hscore[i] - prev_hscore[i])
+                # our reward is our score change; HLE's is the change of its (bomb-zero) score
+                if rewards[i] != score[i] - prev_score[i]:
+                    fail(i, None, "reward vs score change", rewards[i], score[i] - prev_score[i], step)
+                    continue
+                r = rewards[i] if cfg.bomb_zero else float(hscore[i] - prev_hscore[i])
                 if rewards_hle[i] != r:
                     fail(i, None, "reward", r, rewards_hle[i], step)
                     continue
+            if not cfg.bomb_zero and score[i] != fw[i].sum():
+                fail(i, None, "score (bomb_zero=False keeps the fireworks)", score[i], fw[i].sum(), step)
+                continue
             checks = (
                 ("termination", bool(done[i]), hst.is_terminal()),
                 ("current player", int(cur[i]), hst.cur_player()),
@@ -542,7 +556,14 @@ def differential(
                 if not np.array_equal(hl, legal[i]):
                     diff = np.nonzero(hl != legal[i])[0]
                     names = [cfg.move_name(int(m)) for m in diff[:4]]
-                    fail(i, int(cur[i]), f"legal moves {names}", legal[i][diff[:4]].tolist(), hl[diff[:4]].tolist(), step)
+                    fail(
+                        i,
+                        int(cur[i]),
+                        f"legal moves {names}",
+                        legal[i][diff[:4]].tolist(),
+                        hl[diff[:4]].tolist(),
+                        step,
+                    )
                     continue
             if observations:
                 for o in range(cfg.players):
@@ -550,21 +571,28 @@ def differential(
                     if not np.array_equal(ho, obs[i, o]):
                         k = int(np.nonzero(ho != obs[i, o])[0][0])
                         section = cfg.layout.section_of(k)
-                        fail(i, o, f"observation section {section} (feature {k})", int(obs[i, o, k]), int(ho[k]), step)
+                        fail(
+                            i,
+                            o,
+                            f"observation section {section} (feature {k})",
+                            int(obs[i, o, k]),
+                            int(ho[k]),
+                            step,
+                        )
                         break
             checked_end[i] |= bool(done[i])
         if len(report.mismatches) >= max_mismatches or bool(done.all()):
             break
-        seeds_t = seeds
-        moves = policy(cfg, state, seeds_t).long()
-        new, _, _ = engine.step(cfg, state, moves, checked=True)
+        moves = policy(cfg, state, seeds).long()
+        new, reward, _ = engine.step(cfg, state, moves, checked=True)
+        rewards = reward.cpu().numpy()
         edges += _edge_counts(cfg, state, new, moves)
         mv = moves.cpu().numpy()
         history.append(mv)
         rewards_hle = np.zeros(b)
         for i in np.nonzero(~done & ~bad)[0]:
             rewards_hle[i] = g.apply(hs[i], int(mv[i]))
-        prev_hscore = hscore
+        prev_hscore, prev_score = hscore, score
         report.steps += int((~done).sum())
         state = new
         step += 1

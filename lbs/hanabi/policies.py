@@ -31,8 +31,13 @@ _TAG_TIE, _TAG_HINT, _TAG_DISCARD, _TAG_PLAY, _TAG_MIX, _TAG_OBS = 11, 12, 13, 1
 def _slot_ids(cfg: GameConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Move ids of (discard slot s) and (play slot s), each [H]."""
     table = cfg.move_table
-    disc = [next(m for m, row in enumerate(table) if row[0] == DISCARD and row[1] == s) for s in range(cfg.hand_size)]
-    play = [next(m for m, row in enumerate(table) if row[0] == PLAY and row[1] == s) for s in range(cfg.hand_size)]
+    disc = [
+        next(m for m, row in enumerate(table) if row[0] == DISCARD and row[1] == s)
+        for s in range(cfg.hand_size)
+    ]
+    play = [
+        next(m for m, row in enumerate(table) if row[0] == PLAY and row[1] == s) for s in range(cfg.hand_size)
+    ]
     return torch.tensor(disc, device=device), torch.tensor(play, device=device)
 
 
@@ -146,7 +151,9 @@ def cheater(cfg: GameConfig, state: HanabiState, seeds: torch.Tensor) -> torch.T
 
 
 # ---- the cautious baseline (observation policy) -------------------------------------------------
-def safe_play_obs(cfg: GameConfig, obs: torch.Tensor, legal: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
+def safe_play_obs(
+    cfg: GameConfig, obs: torch.Tensor, legal: torch.Tensor, seeds: torch.Tensor
+) -> torch.Tensor:
     """Never plays a card its hints do not prove playable. Else hints a partner's playable card that
     its holder cannot yet prove (nearest partner first: the rank if that alone proves it or the colour
     is known, else the colour), else discards (a card proven useless, else the oldest unhinted card),
@@ -154,7 +161,9 @@ def safe_play_obs(cfg: GameConfig, obs: torch.Tensor, legal: torch.Tensor, seeds
     b, dev = obs.shape[0], obs.device
     p, h, c, r, t = cfg.players, cfg.hand_size, cfg.colors, cfg.ranks, cfg.card_types
     lay, tb = cfg.layout, tables(cfg, dev)
-    fw = ((lay.view(obs, "board.fireworks").reshape(b, c, r) > 0.5).long() * torch.arange(1, r + 1, device=dev)).sum(-1)
+    fw = (
+        (lay.view(obs, "board.fireworks").reshape(b, c, r) > 0.5).long() * torch.arange(1, r + 1, device=dev)
+    ).sum(-1)
     info = (lay.view(obs, "board.info") > 0.5).sum(-1)
     know = lay.view(obs, "knowledge").reshape(b, p, h, t + c + r) > 0.5  # observer first
     plaus = know[..., :t]  # [B, P, H, T]
@@ -175,7 +184,9 @@ def safe_play_obs(cfg: GameConfig, obs: torch.Tensor, legal: torch.Tensor, seeds
     first = _first(target)  # (offset-1) * H + slot
     offset = first // h + 1
     tcard = p_card.reshape(b, -1).gather(1, first[:, None]).squeeze(1)
-    tplaus = plaus[:, 1:].reshape(b, -1, c, r).gather(1, first[:, None, None, None].expand(-1, 1, c, r)).squeeze(1)
+    tplaus = (
+        plaus[:, 1:].reshape(b, -1, c, r).gather(1, first[:, None, None, None].expand(-1, 1, c, r)).squeeze(1)
+    )
     col_plaus = tplaus.any(-1)  # [B, C]
     tcol, trank = tb.card_color[tcard], tb.card_rank[tcard]
     rank_proves = ~(col_plaus & (fw != trank[:, None])).any(1)
@@ -234,7 +245,9 @@ def styles(policies: Sequence[StatePolicy], weights: Sequence[Sequence[float]]) 
         raise ValueError("styles of no policies")
     w = torch.tensor(weights, dtype=torch.float64)
     if w.dim() != 2 or w.shape[1] != len(policies) or (w < 0).any() or (w.sum(1) <= 0).any():
-        raise ValueError(f"weights must be S rows of {len(policies)} non-negative numbers, none all 0: {weights}")
+        raise ValueError(
+            f"weights must be S rows of {len(policies)} non-negative numbers, none all 0: {weights}"
+        )
     cdf = w.cumsum(1) / w.sum(1, keepdim=True)  # [S, K]
 
     def run(cfg: GameConfig, state: HanabiState, seeds: torch.Tensor) -> torch.Tensor:

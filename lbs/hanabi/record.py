@@ -54,7 +54,9 @@ class GameRecord:
         missing = {"config", "deck", "moves"} - set(d)
         if missing:
             raise ValueError(f"game record lacks {sorted(missing)}")
-        return cls(dict(d["config"]), [int(x) for x in d["deck"]], [int(x) for x in d["moves"]], d.get("score"))
+        return cls(
+            dict(d["config"]), [int(x) for x in d["deck"]], [int(x) for x in d["moves"]], d.get("score")
+        )
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -81,7 +83,11 @@ def load_records(path: str | Path) -> list[GameRecord]:
 
 
 def records_from_batch(
-    cfg: GameConfig, decks: torch.Tensor, moves: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None
+    cfg: GameConfig,
+    decks: torch.Tensor,
+    moves: torch.Tensor,
+    lengths: torch.Tensor,
+    scores: torch.Tensor | None,
 ) -> list[GameRecord]:
     """Records from batched tensors: decks [B, N], moves [B, T] (first lengths[b] used), scores [B]."""
     d, m, n = decks.cpu().tolist(), moves.cpu().tolist(), lengths.cpu().tolist()
@@ -96,7 +102,9 @@ def _batch(records: list[GameRecord], device) -> tuple[GameConfig, torch.Tensor,
     cfg = records[0].cfg
     for i, r in enumerate(records):
         if r.cfg != cfg:
-            raise ValueError(f"record {i} has config {r.cfg}, record 0 has {cfg}; replay one config at a time")
+            raise ValueError(
+                f"record {i} has config {r.cfg}, record 0 has {cfg}; replay one config at a time"
+            )
     decks = torch.tensor([r.deck for r in records], dtype=torch.long, device=device)
     engine.check_decks(cfg, decks)
     lengths = torch.tensor([len(r.moves) for r in records], dtype=torch.long, device=device)
@@ -131,12 +139,11 @@ def replay_steps(records: list[GameRecord], device: torch.device | str = "cpu"):
         state = new.where(active, state)
 
 
-def replay(records: list[GameRecord], device: torch.device | str = "cpu", check_scores: bool = True) -> HanabiState:
+def replay(
+    records: list[GameRecord], device: torch.device | str = "cpu", check_scores: bool = True
+) -> HanabiState:
     """Final states [B] of records of one config, replayed together; checks recorded scores."""
-    state = None
-    for _, state, _ in replay_steps(records, device):
-        pass
-    assert state is not None
+    *_, (_, state, _) = replay_steps(records, device)
     if check_scores:
         for i, r in enumerate(records):
             if r.score is not None and (int(state.score[i]) != r.score or not bool(state.done[i])):
@@ -166,8 +173,12 @@ def replay_hle(record: GameRecord):
 # ---- hanab.live -----------------------------------------------------------------------------------
 HANABLIVE_VARIANTS = {3: "3 Suits", 4: "4 Suits", 5: "No Variant"}
 HANABLIVE_PLAY, HANABLIVE_DISCARD, HANABLIVE_COLOR_CLUE, HANABLIVE_RANK_CLUE = 0, 1, 2, 3
-_HANABLIVE_TYPE = {PLAY: HANABLIVE_PLAY, DISCARD: HANABLIVE_DISCARD, REVEAL_COLOR: HANABLIVE_COLOR_CLUE,
-                   REVEAL_RANK: HANABLIVE_RANK_CLUE}
+_HANABLIVE_TYPE = {
+    PLAY: HANABLIVE_PLAY,
+    DISCARD: HANABLIVE_DISCARD,
+    REVEAL_COLOR: HANABLIVE_COLOR_CLUE,
+    REVEAL_RANK: HANABLIVE_RANK_CLUE,
+}
 DEFAULT_NAMES = ("Alice", "Bob", "Cathy", "Donald", "Emily")
 
 
@@ -179,7 +190,9 @@ def _hanablive_options(cfg: GameConfig) -> dict:
     if cfg.ranks != 5:
         problems.append(f"{cfg.ranks} ranks (hanab.live always uses 5)")
     if (cfg.max_info_tokens, cfg.max_life_tokens) != (8, 3):  # hanab.live's fixed clue and strike counts
-        problems.append(f"{cfg.max_info_tokens} hint tokens and {cfg.max_life_tokens} lives (hanab.live: 8 and 3)")
+        problems.append(
+            f"{cfg.max_info_tokens} hint tokens and {cfg.max_life_tokens} lives (hanab.live: 8 and 3)"
+        )
     default = GameConfig(players=cfg.players).hand_size
     if abs(cfg.hand_size - default) > 1:
         problems.append(f"hand size {cfg.hand_size} (hanab.live allows {default} +- 1)")
@@ -221,14 +234,18 @@ def to_hanablive(record: GameRecord, names: list[str] | None = None) -> dict:
         kind, slot, off, color, rank = cfg.move_table[m]
         if kind in (PLAY, DISCARD):
             if slot >= len(hands[cur]):
-                raise ValueError(f"move {t}: {cfg.move_name(m)} but player {cur} holds {len(hands[cur])} cards")
+                raise ValueError(
+                    f"move {t}: {cfg.move_name(m)} but player {cur} holds {len(hands[cur])} cards"
+                )
             actions.append({"type": _HANABLIVE_TYPE[kind], "target": hands[cur].pop(slot)})
             if next_order < cfg.num_cards:
                 hands[cur].append(next_order)
                 next_order += 1
         else:
             value = color if kind == REVEAL_COLOR else rank + 1
-            actions.append({"type": _HANABLIVE_TYPE[kind], "target": (cur + off) % cfg.players, "value": value})
+            actions.append(
+                {"type": _HANABLIVE_TYPE[kind], "target": (cur + off) % cfg.players, "value": value}
+            )
     return {"players": names, "deck": deck, "actions": actions, "options": options}
 
 
@@ -242,9 +259,13 @@ def from_hanablive(data: dict, **rules) -> GameRecord:
     variant = data.get("options", {}).get("variant", "No Variant")
     colors = {v: k for k, v in HANABLIVE_VARIANTS.items()}.get(variant)
     if colors is None:
-        raise ValueError(f"hanab.live variant {variant!r} is not one of {sorted(HANABLIVE_VARIANTS.values())}")
+        raise ValueError(
+            f"hanab.live variant {variant!r} is not one of {sorted(HANABLIVE_VARIANTS.values())}"
+        )
     hand = GameConfig(players=players).hand_size
-    hand += bool(data.get("options", {}).get("oneExtraCard")) - bool(data.get("options", {}).get("oneLessCard"))
+    hand += bool(data.get("options", {}).get("oneExtraCard")) - bool(
+        data.get("options", {}).get("oneLessCard")
+    )
     cfg = GameConfig(players=players, colors=colors, hand_size=hand, **rules)
     deck = [int(c["suitIndex"]) * cfg.ranks + int(c["rank"]) - 1 for c in data["deck"]]
     hands, next_order = _deal_orders(cfg), cfg.players * cfg.hand_size
@@ -285,9 +306,22 @@ def render(cfg: GameConfig, state: HanabiState, row: int = 0, discard_order: lis
     HLE lists discards in the order they happened, which a state does not keep: pass discard_order
     (card ids), or they are listed by card id.
     """
-    s = {name: getattr(state, name)[row].tolist() for name in (
-        "hands", "color_plausible", "rank_plausible", "color_hinted", "rank_hinted", "fireworks", "discards",
-        "info_tokens", "life_tokens", "cur_player", "deck_pos")}
+    s = {
+        name: getattr(state, name)[row].tolist()
+        for name in (
+            "hands",
+            "color_plausible",
+            "rank_plausible",
+            "color_hinted",
+            "rank_hinted",
+            "fireworks",
+            "discards",
+            "info_tokens",
+            "life_tokens",
+            "cur_player",
+            "deck_pos",
+        )
+    }
     lines = [f"Life tokens: {s['life_tokens']}", f"Info tokens: {s['info_tokens']}"]
     lines.append("Fireworks: " + "".join(f"{COLOR_CHARS[c]}{s['fireworks'][c]} " for c in range(cfg.colors)))
     lines.append("Hands:")
@@ -312,7 +346,12 @@ def render(cfg: GameConfig, state: HanabiState, row: int = 0, discard_order: lis
 
 
 def format_playthrough(
-    record: GameRecord, name: str, states: list[str], moves: list[tuple[str, int, int]], score: int, done: bool
+    record: GameRecord,
+    name: str,
+    states: list[str],
+    moves: list[tuple[str, int, int]],
+    score: int,
+    done: bool,
 ) -> str:
     """The golden-playthrough text: a header (config, deck, move ids), then each state's text, the
     move made from it as (name, player, reward), and the final score."""

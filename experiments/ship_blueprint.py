@@ -1,0 +1,85 @@
+# ruff: noqa: E501  (the model card template below is Markdown)
+"""Ship a blueprint: half-precision weights + config into checkpoints/, with a model card.
+
+    python experiments/ship_blueprint.py runs/full/best.pt --name blueprint_2p --games 5000
+
+Scores the fp16 weights exactly as shipped (greedy, seeds 0..games-1 of lbs.eval) and writes
+checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+import torch
+
+from lbs import ckpt
+from lbs.blueprint import KIND, TrainConfig, load_blueprint, resolve_device
+from lbs.cli import from_dict
+from lbs.eval import evaluate
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_train import machine  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--name", default="blueprint_2p")
+    ap.add_argument("--games", type=int, default=5000)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--trained-on", default="", help="where it was trained (default: this machine)")
+    ap.add_argument("--notes", default="")
+    args = ap.parse_args()
+    blob = ckpt.load(args.checkpoint, KIND)
+    cfg = from_dict(TrainConfig, blob["config"])
+    out = Path("checkpoints") / f"{args.name}.pt"
+    payload = {
+        "config": blob["config"],
+        "game": blob["game"],
+        "model": ckpt.half_state_dict(blob["model"]),
+        "counters": blob["counters"],
+        "history": blob["history"],
+    }
+    ckpt.save(out, KIND, payload)
+    dev = resolve_device(args.device)
+    game, net = load_blueprint(out, device=dev)
+    with torch.no_grad():
+        res = evaluate(
+            game, net.step, lambda b: net.initial_state(b, dev), args.games, seed=0, batch=1000, device=dev
+        )
+    c = blob["counters"]
+    hist = blob["history"]
+    best = max(hist, key=lambda h: h["mean"]) if hist else None
+    best_txt = f"{best['mean']:.2f} ± {best['sem']:.2f} at {best['updates']} updates" if best else "n/a"
+    size_mb = out.stat().st_size / 2**20
+    card = f"""# {args.name}: Hanabi blueprint ({game.players} players, {game.colors} colours x {game.ranks} ranks)
+
+**Score: {res.mean:.2f} ± {res.sem:.2f}** (greedy self-play, {res.games} games, seeds 0..{res.games - 1} of
+`python -m lbs.eval checkpoints/{args.name}.pt --games {res.games}`); perfect {100 * res.perfect:.1f}%,
+bomb-out {100 * res.bombed:.1f}%, mean length {res.mean_length:.1f} moves. Scored with the fp16 weights as shipped.
+
+- File: `checkpoints/{args.name}.pt`, {size_mb:.1f} MB, fp16 weights, configs inside (`lbs.blueprint.load_blueprint`).
+- Trained on: {args.trained_on or machine()}
+- Training: {c["updates"]:,} learner updates, {c["episodes"]:,} self-play episodes, {c["actor_steps"]:,} actor
+  game-steps, {c["wall_seconds"] / 3600:.2f} h wall time.
+- Best evaluation during training: {best_txt}.
+- Game: `{game}`
+- Network: `{cfg.net}`
+- Actors: `{cfg.actor}`
+- Learner: lr {cfg.lr}, Adam eps {cfg.adam_eps}, clip {cfg.grad_clip}, gamma {cfg.gamma}, {cfg.n_step}-step double-Q,
+  batch {cfg.batch_size} sequences, replay {cfg.replay_capacity:,} episodes (alpha {cfg.alpha}, beta {cfg.beta}),
+  target sync {cfg.target_sync}, actor sync {cfg.actor_sync}, {cfg.updates_per_round} updates per self-play round.
+- Shipped {datetime.date.today()} by `python {" ".join(sys.argv)}`.
+
+{args.notes}
+"""
+    out.with_suffix(".md").write_text(card)
+    print(card)
+
+
+if __name__ == "__main__":
+    main()
