@@ -86,7 +86,8 @@ class BeliefTrainConfig:
     total_steps: int = 200_000
     """optimizer steps of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0
-    """also stop after this wall time of this process (0: no limit); the checkpoint is written"""
+    """also stop once the run has trained this long, resumed parts included (like total_steps; 0: no
+    limit); the checkpoint is written"""
     data_ratio: float = 0.0
     """once learning runs, the producer adds at most this many streams per stream sampled (0: no limit;
     on a CPU the producer otherwise takes most of the compute from the learner)"""
@@ -573,7 +574,9 @@ class BeliefRunResult:
 
     def __str__(self) -> str:
         held = f"; held-out {self.eval}" if self.eval is not None else ""
-        return f"step {self.step}: train NLL per card {self.train_nll_per_card:.4f}{held}"
+        train = (f"train NLL per card {self.train_nll_per_card:.4f}" if math.isfinite(self.train_nll_per_card)
+                 else "no training step in this session")
+        return f"step {self.step}: {train}{held}"
 
 
 class BeliefTrainer:

@@ -9,8 +9,6 @@ from conftest import CONFIGS
 from lbs.hanabi import GameConfig, encode, legal_moves, random_moves, reset, step
 from lbs.hanabi.encode import own_hands, public_features
 
-torch.set_num_threads(1)
-
 
 # ---- validation ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(

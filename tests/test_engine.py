@@ -27,7 +27,6 @@ from lbs.hanabi import (
 )
 from lbs.hanabi.engine import check_decks
 
-torch.set_num_threads(1)
 PARAMS = {"argvalues": list(CONFIGS.values()), "ids": list(CONFIGS.keys())}
 
 

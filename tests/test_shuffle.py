@@ -19,7 +19,6 @@ from lbs.hanabi.shuffle import (
     unpermute_moves,
 )
 
-torch.set_num_threads(1)
 PARAMS = {"argvalues": list(CONFIGS.values()), "ids": list(CONFIGS.keys())}
 
 

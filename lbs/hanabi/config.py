@@ -124,6 +124,11 @@ class GameConfig:
         draws = self.max_deck_after_deal
         return draws + self.players + self.max_info_tokens + draws + self.players + self.colors
 
+    @property
+    def min_steps(self) -> int:
+        """Lower bound on game length: losing every life, scoring everything, or playing out the deck."""
+        return min(self.max_life_tokens, self.max_score, self.max_deck_after_deal + self.players)
+
     # ---- moves -------------------------------------------------------------------------------
     @property
     def num_moves(self) -> int:

@@ -48,6 +48,13 @@ class BatchedHanabi:
         self.seeds = seeds.long().to(self.device)
         self.episodes = torch.zeros_like(self.seeds)
         self.state = engine.reset(cfg, self.seeds, self.episodes)
+        self._refresh_next()
+
+    def _refresh_next(self) -> None:
+        """Deal every game's next episode ahead of time. A game lasts at least cfg.min_steps moves, so
+        refreshing that often means no game can finish twice on one precomputed deal."""
+        self._next = engine.reset(self.cfg, self.seeds, self.episodes + 1)
+        self._next_age = 0
 
     @property
     def batch_size(self) -> int:
@@ -61,6 +68,7 @@ class BatchedHanabi:
         else:
             self.episodes = self.episodes + 1
             self.state = engine.reset(self.cfg, self.seeds, self.episodes)
+        self._refresh_next()
         return self.state
 
     def legal_moves(self) -> torch.Tensor:
@@ -74,8 +82,10 @@ class BatchedHanabi:
         new, reward, done = engine.step(self.cfg, self.state, moves, checked=self.checked)
         result = StepResult(reward=reward, done=done, score=new.score, length=new.num_steps)
         if self.auto_reset:
+            if self._next_age >= self.cfg.min_steps:
+                self._refresh_next()
             self.episodes = self.episodes + done.long()
-            fresh = engine.reset(self.cfg, self.seeds, self.episodes)
-            new = fresh.where(done, new)
+            new = self._next.where(done, new)
+            self._next_age += 1
         self.state = new
         return result
