@@ -46,7 +46,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
 from . import ckpt
-from .actors import ActorConfig, InitHidden, QFunction, _policy_step, run_round
+from .actors import ActorConfig, InitHidden, QFunction, run_round
 from .belief_filter import HandConstraints, grounded_belief, hand_constraints, sample_valid
 from .belief_model import BeliefConfig, BeliefModel
 from .blueprint import KIND as BLUEPRINT_KIND
@@ -54,10 +54,10 @@ from .blueprint import TrainConfig, load_blueprint, resolve_device
 from .cli import from_dict, to_dict
 from .hanabi import engine
 from .hanabi.config import GameConfig
-from .hanabi.encode import own_hands
+from .hanabi.encode import encode, own_hands, public_features
 from .hanabi.engine import tables
 from .infer import InferenceServer, ServerConfig
-from .nets import env_moves, epsilon_greedy
+from .nets import env_moves, epsilon_greedy, legal_with_noop
 from .r2d2 import apex_epsilons
 from .replay import PrioritizedReplay, UniformSampler
 
@@ -232,7 +232,8 @@ class BeliefData:
                  device: torch.device | str = "cpu", start_round: int = 0):
         self.cfg, self.game, self.device = cfg, game, torch.device(device)
         self.max_len = cfg.max_len or game.max_steps
-        self.actor = replace(actor, num_games=cfg.games_per_round, max_len=self.max_len)
+        # the belief is queried in the true colour frame, so no other-play colour shuffling here
+        self.actor = replace(actor, num_games=cfg.games_per_round, max_len=self.max_len, shuffle_colors=False)
         self.eps = (apex_epsilons(cfg.games_per_round, actor.eps_base, actor.eps_alpha, self.device)
                     if cfg.explore else None)
         # one caller (the producer thread): run in its thread, no coalescing worker to hand off to
@@ -502,10 +503,12 @@ def _round_cross_entropy(game: GameConfig, model: BeliefModel, q_fn: QFunction, 
     eps_rows = torch.zeros(n * p, device=dev) if eps is None else eps.to(dev).repeat_interleave(p)
     for t in range(max_len):
         active = ~state.done
-        obs, legal, q, hid = _policy_step(game, state, q_fn, hid)
+        priv = encode(game, state, dtype=torch.uint8).reshape(n * p, -1).float()  # [N*P, D]
+        legal = legal_with_noop(game, state).reshape(n * p, -1)
+        q, hid = q_fn(priv, public_features(game, priv), legal, hid)
         own = own_hands(game, state)  # [N, P, H]
         held = (own >= 0) & active[:, None, None]
-        context, bhid = model.encode(obs.reshape(n * p, 1, -1).float(), bhid)
+        context, bhid = model.encode(priv[:, None], bhid)
         context = context[:, 0]  # [N*P, E]
         learned = model.hand_log_prob(context, own.reshape(n * p, -1)).reshape(n, p, -1).double()
         ground = torch.stack([grounded_belief(game, state, s, dtype=torch.float64) for s in range(p)], 1)
@@ -522,7 +525,7 @@ def _round_cross_entropy(game: GameConfig, model: BeliefModel, q_fn: QFunction, 
                 sums[3, t] += (out.num_valid * has[:, s]).sum()
                 sums[4, t] += acceptance_k * has[:, s].sum()
         step_keys = (*keys, torch.full((n * p,), t, device=dev))
-        act = epsilon_greedy(q.reshape(n * p, -1), legal.reshape(n * p, -1), eps_rows, step_keys)
+        act = epsilon_greedy(q, legal, eps_rows, step_keys)
         state, _, _ = engine.step(game, state, env_moves(game, state, act.reshape(n, p)))
     return sums
 
