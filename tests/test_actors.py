@@ -1,4 +1,4 @@
-"""Self-play rounds: recorded episodes agree with the engine; colour shuffle and aux targets are consistent."""
+"""Self-play rounds: recorded episodes agree with the engine; colour shuffle and aux targets agree."""
 
 import torch
 
