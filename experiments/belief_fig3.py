@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -36,22 +34,10 @@ from lbs.blueprint import load_blueprint, resolve_device
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return f"{cpu} ({os.cpu_count()} cores{load}), {torch.get_num_threads()} torch threads, {gpu}, " \
-           f"torch {torch.__version__}"
 
 
 def _sync(device: torch.device) -> None:

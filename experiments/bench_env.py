@@ -34,6 +34,9 @@ from lbs.hanabi import BatchedHanabi, GameConfig, HanabiState
 from lbs.hanabi.encode import encode
 from lbs.hanabi.engine import legal_moves, random_moves, reset, step
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import cpu_name  # noqa: E402
+
 
 @dataclass
 class Args:
@@ -185,14 +188,7 @@ def time_hle(cfg: GameConfig, steps: int, seed: int) -> tuple[float, float]:
 
 
 def machine(devices: list[torch.device]) -> list[str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     def git(*cmd: str) -> str:
         return subprocess.run(["git", *cmd], capture_output=True, text=True).stdout.strip()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import sys
 import time
 from dataclasses import replace
@@ -23,18 +22,8 @@ from lbs.actors import ActorConfig
 from lbs.blueprint import PRESETS, Trainer, resolve_device
 from lbs.nets import NetConfig
 
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    return f"{cpu}, {torch.get_num_threads()} torch threads, {gpu}, torch {torch.__version__}"
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine  # noqa: E402
 
 
 def main() -> None:

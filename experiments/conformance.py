@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -31,6 +29,9 @@ from lbs.hanabi import GameConfig
 from lbs.hanabi.hle import EDGE_CASES, DiffReport, differential
 from lbs.hanabi.policies import conformance_policy
 from lbs.hanabi.record import NAMED_CONFIGS
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine  # noqa: E402
 
 # The named configs plus more corners of the rules.
 CONFIGS: dict[str, GameConfig] = {
@@ -59,18 +60,6 @@ class Args:
 def run_chunk(name: str, seeds: list[int]) -> tuple[str, DiffReport]:
     torch.set_num_threads(1)
     return name, differential(CONFIGS[name], conformance_policy(), torch.tensor(seeds), max_mismatches=8)
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        info = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        cpu = next(
-            (ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("Model name")), cpu
-        )
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {platform.platform()}"
 
 
 def hle_version() -> str:

@@ -27,7 +27,7 @@ from lbs.hanabi import engine, policies  # noqa: E402
 from lbs.hanabi.config import GameConfig  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_train import machine  # noqa: E402
+from common import machine  # noqa: E402
 
 
 def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:

@@ -22,7 +22,7 @@ from lbs.cli import from_dict
 from lbs.eval import evaluate
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_train import machine  # noqa: E402
+from common import machine  # noqa: E402
 
 
 def main() -> None:
