@@ -1,0 +1,41 @@
+"""The belief model behind the inference server: coalesced sampling equals direct sampling."""
+
+import threading
+
+import torch
+
+from lbs.belief_model import BeliefConfig, BeliefModel
+from lbs.hanabi import GameConfig
+from lbs.infer import InferenceServer, ServerConfig
+
+
+def test_served_sampling_equals_direct_calls():
+    game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
+    torch.manual_seed(0)
+    model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=8)).eval()
+    queries = []
+    for i in range(6):
+        q = 1 + i % 3
+        priv = torch.randint(0, 2, (q, 4, game.private_dim)).float()
+        with torch.no_grad():
+            ctx, _ = model.encode(priv)
+        queries.append((ctx[:, -1], 100 * i + torch.arange(q), torch.randint(1, game.hand_size + 1, (q,))))
+    with torch.no_grad():
+        direct = [model.sample(c, 50, s, h) for c, s, h in queries]
+    server = InferenceServer(device="cpu", cfg=ServerConfig(coalesce=True))
+    server.register("belief", model)
+    out: dict[int, torch.Tensor] = {}
+
+    def work(i: int) -> None:
+        out[i] = server.call("belief", "sample_served", *queries[i], k=50)
+
+    with server:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(queries))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for i, d in enumerate(direct):
+        assert torch.equal(out[i], d), i
+        hand_len = queries[i][2]
+        assert ((out[i] >= 0).sum(-1) == hand_len[:, None]).all()
