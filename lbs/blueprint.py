@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -325,6 +326,9 @@ class Trainer:
         t_act = t_learn = 0.0
         steps_at, seqs = self.counters["actor_steps"], 0
         result = None
+        on_term = _interrupt_on_sigterm()
+        start_msg = f"lbs: blueprint run in {self.out} from update {self.counters['updates']}"
+        print(start_msg, file=sys.stderr, flush=True)
         try:
             while self.counters["updates"] < cfg.total_updates:
                 if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
@@ -367,12 +371,28 @@ class Trainer:
                     self.save("latest.pt")
                     last_ckpt = time.time()
         finally:
+            on_term()
             self.counters["wall_seconds"] = time.time() - start
             self.save("latest.pt")
             bar.close()
             run.finish()
             self.server.close()
         return result if result is not None else self.evaluate()
+
+
+def _interrupt_on_sigterm():
+    """Make `kill` behave like Ctrl-C (the loop's finally writes latest.pt); returns the undo."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)
 
 
 def apply_preset(name: str) -> TrainConfig:

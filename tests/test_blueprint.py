@@ -143,3 +143,26 @@ def test_aux_head_and_colour_shuffle_train(tmp_path):
     info = t.update()
     assert "aux_loss" in info and info["aux_loss"] > 0
     assert t.replay.storage["aux_target"].max() <= 2
+
+
+def test_kill_saves_latest_checkpoint(tmp_path):
+    """SIGTERM (a plain `kill`) ends the run like Ctrl-C: latest.pt holds the progress made so far."""
+    import signal
+    import time
+
+    out = tmp_path / "killed"
+    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "tiny", "--no-progress",
+           "--total_updates", "1000000", "--min_replay", "8", "--actor.num_games", "8",
+           "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "1000000",
+           "--checkpoint_minutes", "1000", "--out_dir", str(out)]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stderr:  # wait until the training loop runs
+        if line.startswith("lbs: blueprint run in"):
+            break
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    blob = ckpt.load(out / "latest.pt", "blueprint")
+    assert blob["counters"]["rounds"] > 0
