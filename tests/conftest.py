@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 from lbs.hanabi import GameConfig
 
 # name -> GameConfig. The full games for 2-5 players, then small variants that reach edge cases
@@ -29,3 +32,12 @@ def pytest_configure(config) -> None:
 
     if os.environ.get("CI") and importlib.util.find_spec("hanabi_learning_environment") is None:
         raise RuntimeError("CI: hanabi-learning-environment is missing, so conformance tests would skip")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small ops on a shared 2-core machine: one torch thread is several times faster."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -32,14 +32,7 @@ from lbs.hanabi.policies import (
 from lbs.hanabi.record import NAMED_CONFIGS, GameRecord, records_from_batch, render, replay, replay_steps
 from lbs.hanabi.rng import hash_keys
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small ops on a shared 2-core machine: one torch thread is several times faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

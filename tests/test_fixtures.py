@@ -31,13 +31,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 REGENERATE = "regenerate with `python experiments/make_fixtures.py`"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small ops on a shared 2-core machine: one torch thread is several times faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def load_fixture(name: str) -> dict:
