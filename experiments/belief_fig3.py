@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
             w.writerow([t, ev.cards_by_turn[t], f"{ev.learned_by_turn[t]:.5f}",
                         f"{ev.grounded_by_turn[t]:.5f}", f"{acc:.4f}" if acc != "" else ""])
     bp_blob = ckpt.load(bp_path, "blueprint")
+    best_score = max((h["mean"] for h in bp_blob.get("history", [])), default=float("nan"))
     lines = [
         "# Belief cross-entropy by turn (LBS Fig. 3) and sampling throughput, "
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}",
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`",
         f"- game: {game.to_dict()}",
         f"- blueprint: `{bp_path}` (sha256 {ckpt.file_hash(bp_path)[:16]}..., "
-        f"{bp_blob['counters']['updates']} updates, best greedy score {bp_blob['best']:.3f})",
+        f"{bp_blob['counters']['updates']} updates, best greedy score {best_score:.3f})",
         f"- belief: `{args.belief}` (step {blob['step']}, model {blob['config']['model']}, "
         f"explore {blob['config']['explore']})",
         f"- evaluation: {args.games} greedy games, seeds 0..{args.games - 1}, episode {-1 - args.seed} "
