@@ -266,7 +266,7 @@ class Trainer:
         return public_features(self.cfg.game, priv)
 
     # ---- learning ------------------------------------------------------------------------------
-    def update(self) -> dict[str, float]:
+    def update(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         batch, idx, w = self.replay.sample(cfg.batch_size)
         loss, prio, stats = self._loss(batch, w)
@@ -281,7 +281,7 @@ class Trainer:
             self.target.load_state_dict(self._module().state_dict())
         if u % cfg.actor_sync == 0:
             self.server.update_weights(self._module().state_dict())
-        return {"loss": float(loss.detach()), **{k: float(v) for k, v in stats.items()}}
+        return {"loss": loss.detach(), **stats}  # 0-d tensors: read them only when logging (a host sync)
 
     def evaluate(self, games: int | None = None) -> EvalResult:
         net = self._module()
@@ -345,7 +345,7 @@ class Trainer:
                     bar.update(1)
                 t_learn += time.time() - t0
                 u = self.counters["updates"]
-                log = {"train/" + k: v for k, v in info.items()} | {
+                log = {"train/" + k: float(v) for k, v in info.items()} | {
                     "act/score": float(stats["score"].float().mean()),
                     "act/actor_steps_per_s": (self.counters["actor_steps"] - steps_at) / max(t_act, 1e-9),
                     "learn/seqs_per_s": seqs / max(t_learn, 1e-9),
@@ -365,7 +365,7 @@ class Trainer:
                         self.counters["wall_seconds"] = time.time() - start
                         self.save("best.pt")
                 run.log(log, step=u)
-                bar.set_postfix(loss=f"{info['loss']:.3f}", score=f"{log['act/score']:.2f}")
+                bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log['act/score']:.2f}")
                 if time.time() - last_ckpt > 60 * cfg.checkpoint_minutes:
                     self.counters["wall_seconds"] = time.time() - start
                     self.save("latest.pt")
