@@ -1,5 +1,6 @@
 """LBS paper Fig. 3 for our models: per-card cross-entropy of the true hand against the turn number,
-learned belief vs grounded belief, over blueprint games; plus belief sampling throughput.
+learned belief vs grounded belief (and the counting prior alone), over blueprint games; plus belief
+sampling throughput.
 
     python experiments/belief_fig3.py --belief runs/belief/latest.pt --games 1000
     python experiments/belief_fig3.py --belief runs/belief/latest.pt --blueprint bp.pt --device cuda
@@ -7,11 +8,13 @@ learned belief vs grounded belief, over blueprint games; plus belief sampling th
 Games are greedy blueprint self-play on held-out deals (evaluate_belief: seeds 0..games-1, episode
 -1-seed, never a training deal). Every player's own hand at every turn counts; the learned belief reads
 the player's observations turn by turn; the grounded belief is lbs.belief_filter.grounded_belief
-(public card counts x hint plausibility, slots independent). Throughput: K hands per query sampled
-from the learned belief at real positions, then filtered exactly (sample_valid); we report valid hands
-per second, one query per call as search issues them, plus the paper-size network (random weights,
-full 2-player game) for the cost of the reference model. Writes experiments/results/
-belief_fig3_<date>_<tag>.{png,csv,md}.
+(public card counts x hint plausibility, slots independent, the paper's eq. 7); "counting" is the same
+counts taken slot by slot (copies used by earlier slots removed), the prior a count_prior belief
+starts from, so learned < counting is what the network learned from the blueprint's play.
+Throughput: K hands per query sampled from the learned belief at real positions, then filtered
+exactly (sample_valid); we report valid hands per second, one query per call as search issues them,
+plus the paper-size network (random weights, full 2-player game) for the cost of the reference model.
+Writes experiments/results/belief_fig3_<date>_<tag>.{png,csv,md}.
 """
 
 from __future__ import annotations
@@ -121,9 +124,10 @@ def plot(path: Path, ev, title: str) -> None:
 
     turns = [t for t, c in enumerate(ev.cards_by_turn) if c > 0]
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, ys, mean in (("learned", ev.learned_by_turn, ev.nll_learned),
-                           ("grounded", ev.grounded_by_turn, ev.nll_grounded)):
-        ax.plot(turns, [ys[t] for t in turns], label=f"{name} belief (mean {mean:.3f})")
+    for name, ys, mean, style in (("learned belief", ev.learned_by_turn, ev.nll_learned, "-"),
+                                  ("grounded belief (eq. 7)", ev.grounded_by_turn, ev.nll_grounded, "-"),
+                                  ("counting prior alone", ev.counting_by_turn, ev.nll_counting, ":")):
+        ax.plot(turns, [ys[t] for t in turns], style, label=f"{name} (mean {mean:.3f})")
     ax.set_xlabel("turn")
     ax.set_ylabel("cross-entropy per card (nats)")
     ax.set_title(title, fontsize=9)
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     print(ev, f"({eval_s:.0f} s)")
     live = [t for t, c in enumerate(ev.cards_by_turn) if c > 0]
     better = [t for t in live if ev.learned_by_turn[t] < ev.grounded_by_turn[t]]
+    beyond = [t for t in live if ev.learned_by_turn[t] < ev.counting_by_turn[t]]
 
     ctx, cons = real_queries(game, model, net, args.queries, device, args.seed)
     thr = {f"learned ({device.type})": sampling_throughput(model, ctx, cons, args.k, device)}
@@ -198,11 +203,13 @@ def main(argv: list[str] | None = None) -> None:
     plot(out / f"{stem}.png", ev, title)
     with open(out / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["turn", "cards", "learned_nll_per_card", "grounded_nll_per_card", "acceptance"])
+        w.writerow(["turn", "cards", "learned_nll_per_card", "grounded_nll_per_card", "counting_nll_per_card",
+                    "acceptance"])
         for t in live:
             acc = ev.acceptance_by_turn[t] if ev.acceptance_by_turn else ""
             w.writerow([t, ev.cards_by_turn[t], f"{ev.learned_by_turn[t]:.5f}",
-                        f"{ev.grounded_by_turn[t]:.5f}", f"{acc:.4f}" if acc != "" else ""])
+                        f"{ev.grounded_by_turn[t]:.5f}", f"{ev.counting_by_turn[t]:.5f}",
+                        f"{acc:.4f}" if acc != "" else ""])
     bp_blob = ckpt.load(bp_path, "blueprint")
     best_score = max((h["mean"] for h in bp_blob.get("history", [])), default=float("nan"))
     lines = [
@@ -224,21 +231,28 @@ def main(argv: list[str] | None = None) -> None:
         "| belief | mean NLL per card |",
         "|---|---|",
         f"| learned | {ev.nll_learned:.4f} |",
-        f"| grounded | {ev.nll_grounded:.4f} |",
+        f"| grounded (eq. 7, slots independent) | {ev.nll_grounded:.4f} |",
+        f"| counting prior alone (slot by slot, no network) | {ev.nll_counting:.4f} |",
         "",
         f"Learned beats grounded on average: **{'yes' if ev.nll_learned < ev.nll_grounded else 'no'}** "
         f"({ev.nll_grounded - ev.nll_learned:+.4f} nats per card in favour of learned). Per turn, learned is "
-        f"lower at {len(better)} of {len(live)} turns: {turn_ranges(better)}.",
+        f"lower at {len(better)} of {len(live)} turns: {turn_ranges(better)}; grounded is lower or equal at "
+        f"{turn_ranges([t for t in live if t not in better])}.",
+        "",
+        f"Learned beats the counting prior alone (what the network learned from the blueprint's play): "
+        f"{ev.nll_counting - ev.nll_learned:+.4f} nats per card; lower at {len(beyond)} of {len(live)} "
+        f"turns: {turn_ranges(beyond)}.",
         "",
         f"![fig3]({stem}.png)",
         "",
-        "| turn | cards | learned | grounded | learned − grounded | acceptance |",
-        "|---|---|---|---|---|---|",
+        "| turn | cards | learned | grounded | counting | learned − grounded | acceptance |",
+        "|---|---|---|---|---|---|---|",
     ]
     for t in live:
         acc = f"{ev.acceptance_by_turn[t]:.3f}" if ev.acceptance_by_turn else "-"
-        lt, gt = ev.learned_by_turn[t], ev.grounded_by_turn[t]
-        lines.append(f"| {t} | {ev.cards_by_turn[t]} | {lt:.4f} | {gt:.4f} | {lt - gt:+.4f} | {acc} |")
+        lt, gt, ct = ev.learned_by_turn[t], ev.grounded_by_turn[t], ev.counting_by_turn[t]
+        lines.append(f"| {t} | {ev.cards_by_turn[t]} | {lt:.4f} | {gt:.4f} | {ct:.4f} | {lt - gt:+.4f} "
+                     f"| {acc} |")
     lines += [
         "",
         f"acceptance = fraction of {args.acceptance_k} plain (unguided) samples per player and turn that "

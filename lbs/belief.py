@@ -48,14 +48,13 @@ from torch.utils.data import DataLoader, IterableDataset
 from . import ckpt
 from .actors import ActorConfig, InitHidden, QFunction, run_round
 from .belief_filter import HandConstraints, grounded_belief, hand_constraints, sample_valid
-from .belief_model import BeliefConfig, BeliefModel
+from .belief_model import BeliefConfig, BeliefModel, counting_log_prob
 from .blueprint import KIND as BLUEPRINT_KIND
 from .blueprint import TrainConfig, load_blueprint, resolve_device
 from .cli import from_dict, to_dict
 from .hanabi import engine
 from .hanabi.config import GameConfig
-from .hanabi.encode import encode, own_hands, public_features
-from .hanabi.engine import tables
+from .hanabi.encode import encode, own_hand_facts, own_hands, public_features
 from .infer import InferenceServer, ServerConfig
 from .nets import env_moves, epsilon_greedy, legal_with_noop
 from .r2d2 import apex_epsilons
@@ -180,29 +179,17 @@ def episodes_to_streams(episodes: dict[str, torch.Tensor]) -> dict[str, torch.Te
 
 
 def constraints_from_obs(game: GameConfig, obs: torch.Tensor) -> HandConstraints:
-    """What a player's own canonical observation [Q, D] says about their hand (= hand_constraints).
-
-    Unseen copies = all copies - discards - fireworks - the other players' cards; plausibility is the
-    observer's card-knowledge block; hand length = slots with any plausible card. Search and the
-    training metrics only have observations, not states, at hand.
-    """
+    """What a player's own canonical observation [Q, D] says about their hand (= hand_constraints);
+    the hand length is the number of slots with any plausible card."""
     if obs.dim() != 2 or obs.shape[1] != game.obs_dim:
         raise ValueError(f"obs must be [Q, obs_dim={game.obs_dim}], got {tuple(obs.shape)}")
-    lay, tb = game.layout, tables(game, obs.device)
-    q, t, c, r, h = obs.shape[0], game.card_types, game.colors, game.ranks, game.hand_size
-    x = obs != 0
-    others = lay.view(x, "hands.cards").reshape(q, -1, t).long().sum(1)  # [Q, T]
-    top = lay.view(x, "board.fireworks").reshape(q, c, r).long()  # one-hot of the top card per colour
-    played = top.flip(-1).cumsum(-1).flip(-1).reshape(q, t)  # rank r is played iff the top is >= r
-    discarded = torch.zeros(q, t, dtype=torch.long, device=obs.device)
-    discarded.index_add_(1, tb.instance_card, lay.view(x, "discards").long())  # thermometer per card
-    plaus = lay.view(x, "knowledge")[:, : h * (t + c + r)].reshape(q, h, t + c + r)[..., :t]  # own block
-    plaus = plaus.reshape(q, h, c, r)
+    unseen, plaus = own_hand_facts(game, obs)
+    plaus = plaus.reshape(*plaus.shape[:-1], game.colors, game.ranks)
     return HandConstraints(
-        unseen=tb.card_counts[None, :] - discarded - played - others,
+        unseen=unseen,
         color_plausible=plaus.any(-1),
         rank_plausible=plaus.any(-2),
-        hand_len=plaus.reshape(q, h, t).any(-1).sum(-1),
+        hand_len=plaus.flatten(-2).any(-1).sum(-1),
     )
 
 
@@ -480,10 +467,12 @@ class BeliefEval:
     learned_by_turn: list[float]
     grounded_by_turn: list[float]
     acceptance_by_turn: list[float] | None = None  # plain samples passing the filter (if measured)
+    nll_counting: float = math.nan  # the counting prior alone (slot by slot, no network)
+    counting_by_turn: list[float] | None = None
 
     def __str__(self) -> str:
         return (f"NLL per card over {self.games} games: learned {self.nll_learned:.4f}, "
-                f"grounded {self.nll_grounded:.4f}")
+                f"grounded {self.nll_grounded:.4f}, counting {self.nll_counting:.4f}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -493,11 +482,12 @@ class BeliefEval:
 def _round_cross_entropy(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_hidden: InitHidden,
                          seeds: torch.Tensor, episode: int, max_len: int, eps: torch.Tensor | None,
                          acceptance_k: int) -> torch.Tensor:
-    """Sums per turn [5, T] (learned NLL, grounded NLL, cards, valid samples, samples) over N games."""
+    """Sums per turn [6, T] (learned NLL, grounded NLL, cards, valid samples, samples, counting-prior NLL)
+    over N games."""
     n, p, dev = seeds.shape[0], game.players, seeds.device
     state = engine.reset(game, seeds, torch.full_like(seeds, episode))
     hid, bhid = init_hidden(n * p), model.initial_state(n * p, dev)
-    sums = torch.zeros(5, max_len, dtype=torch.float64, device=dev)
+    sums = torch.zeros(6, max_len, dtype=torch.float64, device=dev)
     seat = torch.arange(p, device=dev).repeat(n)
     keys = (seeds.repeat_interleave(p) * 8 + seat, torch.full((n * p,), episode, device=dev))
     eps_rows = torch.zeros(n * p, device=dev) if eps is None else eps.to(dev).repeat_interleave(p)
@@ -516,6 +506,9 @@ def _round_cross_entropy(game: GameConfig, model: BeliefModel, q_fn: QFunction, 
         sums[0, t] = -torch.where(held, learned, 0.0).sum()
         sums[1, t] = -torch.where(held, g.clamp(min=1e-300).log(), 0.0).sum()
         sums[2, t] = held.sum()
+        unseen, plaus = own_hand_facts(game, priv)
+        counting = counting_log_prob(unseen, plaus, own.reshape(n * p, -1)).reshape(n, p, -1)
+        sums[5, t] = -torch.where(held, counting, 0.0).sum()
         if acceptance_k:
             has = held.any(-1)  # [N, P]
             for s in range(p):
@@ -542,7 +535,7 @@ def evaluate_belief(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_
     max_len = max_len or game.max_steps
     was_training = model.training
     model.eval()
-    total = torch.zeros(5, max_len, dtype=torch.float64, device=device)
+    total = torch.zeros(6, max_len, dtype=torch.float64, device=device)
     for start in range(0, games, batch):
         seeds = torch.arange(start, min(games, start + batch), device=device)
         e = torch.full(seeds.shape, eps, device=device) if eps > 0 else None
@@ -564,6 +557,8 @@ def evaluate_belief(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_
         learned_by_turn=per_card(total[0], cards),
         grounded_by_turn=per_card(total[1], cards),
         acceptance_by_turn=per_card(total[3], total[4]) if acceptance_k else None,
+        nll_counting=float(total[5].sum() / cards.sum().clamp(min=1)),
+        counting_by_turn=per_card(total[5], cards),
     )
 
 

@@ -22,6 +22,7 @@ from lbs.belief_filter import (
 )
 from lbs.belief_model import BeliefConfig, BeliefModel
 from lbs.hanabi import GameConfig, HanabiState, random_moves, reset, step, unseen_counts
+from lbs.hanabi.encode import encode
 
 torch.set_num_threads(1)
 CONFIGS = {
@@ -183,9 +184,28 @@ def test_grounded_belief_is_normalised_and_exact(game):
     assert grounded_belief(game, st, 0).dtype == torch.float32
 
 
-def tiny_model(game: GameConfig, seed: int = 0) -> BeliefModel:
+def tiny_model(game: GameConfig, seed: int = 0, count_prior: bool = False) -> BeliefModel:
+    """A random model; without the counting prior its proposals often break hints and counts."""
     torch.manual_seed(seed)
-    return BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=8))
+    cfg = BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=8, count_prior=count_prior)
+    return BeliefModel(game, cfg)
+
+
+@pytest.mark.parametrize("game", **PARAMS)
+def test_count_prior_samples_are_always_valid(game):
+    """The counting prior read from each player's own observation rules out every impossible hand,
+    so (even untrained) all samples pass the exact filter."""
+    st = played_states(game, seed=7)
+    model = tiny_model(game, 3, count_prior=True)
+    obs = encode(game, st, st.cur_player[:, None])  # [Q, 1, D]
+    with torch.no_grad():
+        context, _ = model.encode(obs)
+    cons = hand_constraints(game, st, st.cur_player)
+    seeds = torch.arange(st.batch_size)
+    res = sample_valid(model, context[:, 0], 32, seeds, cons)
+    assert res.valid.all()
+    plain = sample_valid(tiny_model(game, 3), torch.randn(st.batch_size, 16), 32, seeds, cons)
+    assert not plain.valid.all()  # the check has power: a plain proposal does get rejected
 
 
 def test_sample_valid_reports_validity_and_acceptance():

@@ -5,16 +5,18 @@ and input errors. Tiny models on tiny variants so every hand can be enumerated."
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
 
-from lbs.belief_model import BeliefConfig, BeliefModel
+from lbs.belief_model import BeliefConfig, BeliefModel, counting_log_prob
 from lbs.hanabi import GameConfig
 
 torch.set_num_threads(1)
 GAME = GameConfig(players=2, colors=2, ranks=2, hand_size=3)  # 4 card ids, 64 full hands
-TINY = BeliefConfig(hidden=16, mlp_layers=2, lstm_layers=2, decoder_layers=1, card_embed=8)
+TINY = BeliefConfig(hidden=16, mlp_layers=2, lstm_layers=2, decoder_layers=1, card_embed=8, count_prior=False)
+PRIOR = replace(TINY, count_prior=True)
 DEVICES = [
     "cpu",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")),
@@ -29,6 +31,19 @@ def make_model(seed: int = 0, cfg: BeliefConfig = TINY, game: GameConfig = GAME,
         model.head.weight.mul_(sharpen)
         model.head.bias.normal_(0.0, 1.0)
     return model
+
+
+def random_context(model: BeliefModel, q: int, seed: int) -> torch.Tensor:
+    """[Q, E] contexts; with the counting prior, random unseen counts (1-3) and plausibility bits, so
+    some slots allow few cards and some none (the prior's fallback)."""
+    gen = torch.Generator().manual_seed(seed)
+    net = torch.randn(q, model.cfg.hidden, generator=gen)
+    if not model.cfg.count_prior:
+        return net
+    c = GAME.card_types
+    unseen = torch.randint(1, 4, (q, c), generator=gen).float()
+    plaus = (torch.rand(q, GAME.hand_size * c, generator=gen) < 0.85).float()
+    return torch.cat([net, unseen, plaus], -1)
 
 
 def random_hands(b: int, t: int, game: GameConfig, gen: torch.Generator) -> torch.Tensor:
@@ -125,9 +140,10 @@ def test_teacher_forced_log_prob_equals_hand_run_decoder():
     assert (out.slot_log_prob[~held] == 0).all()
 
 
-def test_hand_probabilities_sum_to_one_for_every_length():
-    model = make_model(2)
-    context = torch.randn(2, model.context_dim)
+@pytest.mark.parametrize("cfg", [TINY, PRIOR], ids=["plain", "count_prior"])
+def test_hand_probabilities_sum_to_one_for_every_length(cfg):
+    model = make_model(2, cfg)
+    context = random_context(model, 2, 2)
     with torch.no_grad():
         for length in range(GAME.hand_size + 1):
             hands = all_hands(GAME, length)
@@ -164,6 +180,61 @@ def test_padded_steps_count_for_nothing():
     torch.testing.assert_close(a.slot_log_prob[:, :2], b.slot_log_prob[:, :2])
     assert (b.slot_log_prob[:, 2] == 0).all()
     assert int(b.num_cards) == int((padded >= 0).sum())
+
+
+def test_count_prior_alone_is_the_counting_distribution():
+    """With the network's output zeroed, p(hand) = prod_s w_s(card_s) / sum_c w_s(c), where
+    w_s(c) = plausible_s(c) x (unseen(c) - copies of c in slots < s), computed here by hand."""
+    model = make_model(13, PRIOR)
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.zero_()
+    q = 4
+    context = random_context(model, q, 3)
+    unseen = context[:, TINY.hidden : TINY.hidden + GAME.card_types]
+    plaus = context[:, TINY.hidden + GAME.card_types :].reshape(q, GAME.hand_size, GAME.card_types)
+    hands = all_hands(GAME, GAME.hand_size)
+    with torch.no_grad():
+        for qi in range(q):
+            got = model.hand_log_prob(context[qi].expand(len(hands), -1), hands).sum(-1).double().exp()
+            for hand, p in zip(hands.tolist(), got.tolist(), strict=True):
+                want, used = 1.0, [0] * GAME.card_types
+                for s, card in enumerate(hand):
+                    w = [float(plaus[qi, s, c]) * max(float(unseen[qi, c]) - used[c], 0.0)
+                         for c in range(GAME.card_types)]
+                    if sum(w) == 0:  # nothing possible: the prior steps aside (uniform here)
+                        w = [1.0] * GAME.card_types
+                    want *= w[card] / sum(w)
+                    used[card] += 1
+                assert p == pytest.approx(want, abs=1e-6)
+            # the network-free baseline the evaluation reports is the same distribution
+            base = counting_log_prob(unseen[qi].expand(len(hands), -1), plaus[qi].expand(len(hands), -1, -1),
+                                     hands).sum(-1).exp()
+            torch.testing.assert_close(base, got.double(), rtol=0, atol=1e-6)
+
+
+def test_count_prior_reads_the_observation():
+    """encode() appends the unseen copies and own-slot plausibility of the observation to the context."""
+    from lbs.hanabi import engine
+    from lbs.hanabi.encode import encode, own_hand_facts
+
+    model = make_model(14, PRIOR)
+    state = engine.reset(GAME, torch.arange(3))
+    obs = encode(GAME, state)[:, 0]  # [3, D] player 0's view
+    ctx, _ = model.encode(obs[:, None])
+    unseen, plaus = own_hand_facts(GAME, obs)
+    assert ctx.shape == (3, 1, model.context_dim)
+    assert model.context_dim == TINY.hidden + GAME.card_types * (GAME.hand_size + 1)
+    torch.testing.assert_close(ctx[:, 0, TINY.hidden : TINY.hidden + GAME.card_types], unseen.float())
+    torch.testing.assert_close(ctx[:, 0, TINY.hidden + GAME.card_types :], plaus.flatten(-2).float())
+
+
+def test_checkpoint_configs_from_before_the_prior_load_without_it():
+    d = TINY.to_dict()
+    del d["count_prior"]
+    assert BeliefConfig.from_dict(d).count_prior is False
+    with pytest.raises(ValueError, match="count_prior"):
+        BeliefConfig(count_prior=1)
 
 
 # ---- step-wise encoder ------------------------------------------------------------------------------
@@ -211,7 +282,8 @@ def check_frequencies(model, context, samples, lengths, mask_fn=None):
     for q, length in enumerate(lengths):
         hands, probs = exact_probs(model, context[q], length, mask_fn)
         assert float(probs.sum()) == pytest.approx(1.0, abs=1e-9)
-        assert probs.max() > 3 * probs[probs > 0].min(), "model too close to uniform for a meaningful test"
+        # power: a far-from-uniform distribution, or hands the model rules out (which must never be drawn)
+        assert probs.max() > 3 * probs[probs > 0].min() or (probs == 0).any(), "model too close to uniform"
         got = samples[q]
         assert (got[:, length:] == -1).all() and (got[:, :length] >= 0).all()
         codes = hand_index(hands, GAME)
@@ -221,18 +293,20 @@ def check_frequencies(model, context, samples, lengths, mask_fn=None):
         assert chi2_pvalue(counts, probs) > 1e-3
 
 
-def test_seeded_sampling_matches_model_distribution():
-    model = make_model(6)
-    context = torch.randn(3, model.context_dim)
+@pytest.mark.parametrize("cfg", [TINY, PRIOR], ids=["plain", "count_prior"])
+def test_seeded_sampling_matches_model_distribution(cfg):
+    model = make_model(6, cfg)
+    context = random_context(model, 3, 0)
     lengths = [3, 2, 3]
     samples = model.sample(context, 20000, torch.tensor([11, 12, 13]), torch.tensor(lengths))
     assert samples.shape == (3, 20000, GAME.hand_size) and samples.dtype == torch.long
     check_frequencies(model, context, samples, lengths)
 
 
-def test_generator_sampling_matches_model_distribution():
-    model = make_model(7)
-    context = torch.randn(1, model.context_dim)
+@pytest.mark.parametrize("cfg", [TINY, PRIOR], ids=["plain", "count_prior"])
+def test_generator_sampling_matches_model_distribution(cfg):
+    model = make_model(7, cfg)
+    context = random_context(model, 1, 1)
     samples = model.sample(context, 20000, torch.Generator().manual_seed(5))
     check_frequencies(model, context, samples, [GAME.hand_size])
 
@@ -301,6 +375,7 @@ def test_full_size_default_config_builds():
     game = GameConfig(players=2)
     model = BeliefModel(game)
     assert model.cfg == BeliefConfig() and model.head.out_features == game.card_types
+    assert model.cfg.count_prior
     assert BeliefConfig.from_dict(model.cfg.to_dict()) == model.cfg
     with torch.no_grad():
         ctx, _ = model.encode(torch.zeros(1, 2, game.private_dim))

@@ -221,6 +221,28 @@ def public_features(cfg: GameConfig, obs: torch.Tensor) -> torch.Tensor:
     return obs[..., cfg.layout.slices["hands.cards"].stop :]
 
 
+def own_hand_facts(cfg: GameConfig, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a canonical observation [..., obs_dim] alone says about the observer's own hand:
+    (copies of each card id the observer cannot see [..., T] long, cards the hints allow in each own
+    slot [..., H, T] bool, all False for an empty slot).
+
+    Unseen = all copies - discards - fireworks - the other players' cards. Models and search only
+    hold observations, so they read public facts from them rather than from a state.
+    """
+    if obs.shape[-1] != cfg.obs_dim:
+        raise ValueError(f"obs must be [..., obs_dim={cfg.obs_dim}], got {tuple(obs.shape)}")
+    lay, tb = cfg.layout, tables(cfg, obs.device)
+    lead, t, c, r, h = obs.shape[:-1], cfg.card_types, cfg.colors, cfg.ranks, cfg.hand_size
+    x = obs != 0
+    others = lay.view(x, "hands.cards").reshape(*lead, -1, t).long().sum(-2)  # [..., T]
+    top = lay.view(x, "board.fireworks").reshape(*lead, c, r).long()  # one-hot of the top card per colour
+    played = top.flip(-1).cumsum(-1).flip(-1).reshape(*lead, t)  # rank r is played iff the top is >= r
+    discarded = torch.zeros(*lead, t, dtype=torch.long, device=obs.device)
+    discarded.index_add_(-1, tb.instance_card, lay.view(x, "discards").long())  # thermometer per card
+    plaus = lay.view(x, "knowledge")[..., : h * (t + c + r)].reshape(*lead, h, t + c + r)[..., :t]
+    return tb.card_counts - discarded - played - others, plaus
+
+
 def own_hands(cfg: GameConfig, state: HanabiState, observers: torch.Tensor | None = None) -> torch.Tensor:
     """Each observer's own cards [B, K, H] as class targets (card id, -1 for an empty slot)."""
     if observers is None:

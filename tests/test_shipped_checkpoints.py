@@ -1,0 +1,43 @@
+"""The checkpoints in checkpoints/ load, are small fp16 files with a model card, and still do what their
+cards say (on fewer games than the cards, so the bounds leave room for sampling noise)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lbs import ckpt
+from lbs.belief import evaluate_belief, load_belief
+from lbs.blueprint import load_blueprint
+from lbs.eval import evaluate
+
+CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+BLUEPRINT, BELIEF = CHECKPOINTS / "blueprint_2p.pt", CHECKPOINTS / "belief_2p.pt"
+
+
+@pytest.mark.parametrize("path", [BLUEPRINT, BELIEF], ids=lambda p: p.name)
+def test_shipped_files_are_small_half_precision_and_carded(path):
+    assert path.stat().st_size < 50 * 2**20
+    assert path.with_suffix(".md").is_file()
+    blob = ckpt.load(path, "blueprint" if path == BLUEPRINT else "belief")
+    weights = blob["model"] if path == BLUEPRINT else blob["state_dict"]
+    floats = [t for t in weights.values() if t.is_floating_point()]
+    assert floats and all(t.dtype == torch.float16 for t in floats)
+
+
+def test_shipped_blueprint_scores_as_its_card_says(one_thread):
+    game, net = load_blueprint(BLUEPRINT)
+    res = evaluate(game, net.step, net.initial_state, games=200, batch=200)
+    assert 10.0 < res.mean < 12.0, res  # card: 10.97 +- 0.03 over 5,000 games
+
+
+def test_shipped_belief_beats_grounded_and_counting(one_thread):
+    game, model = load_belief(BELIEF, blueprint_path=BLUEPRINT)
+    _, net = load_blueprint(BLUEPRINT, game=game)
+    ev = evaluate_belief(game, model, net.step, net.initial_state, games=100, seed=2)
+    assert ev.nll_learned < ev.nll_counting < ev.nll_grounded, ev
+    live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
+    wins = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)
+    assert wins > 0.9 * len(live), (wins, len(live))
