@@ -22,6 +22,8 @@ Logged metrics:
   replay/reuse        streams sampled / streams added (how often the learner sees each stream)
   data/rounds         self-play rounds played;  data/score: mean blueprint score of the latest round
   data/streams_per_s  producer throughput since the start of this process
+  val/nll_per_card    every val_every steps, on held-out greedy games (also val/nll_grounded and
+                      val/nll_counting); the best model so far is kept as out_dir/best.pt
 
 Where we differ from the reference: all streams are whole games of at most max_len steps (no
 sequence splitting); batches are sampled uniformly (the reference uses its prioritised replay with
@@ -109,6 +111,10 @@ class BeliefTrainConfig:
     eval_games: int = 1000
     """held-out greedy blueprint games for the final NLL (0: skip)"""
     eval_seed: int = 0
+    val_every: int = 2000
+    """steps between validations on val_games greedy games dealt with eval_seed + 1 (never a training
+    or final-evaluation deal); the best model so far is written to out_dir/best.pt (0: no validation)"""
+    val_games: int = 500
 
     def __post_init__(self) -> None:
         positive = ("games_per_round", "replay_capacity", "min_replay", "batch_size", "total_steps",
@@ -117,6 +123,9 @@ class BeliefTrainConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"BeliefTrainConfig.{name}={v!r}: must be an int >= 1")
+        if self.val_every < 0 or self.val_games < 1:
+            raise ValueError(f"BeliefTrainConfig: val_every={self.val_every} must be >= 0 and val_games="
+                             f"{self.val_games} >= 1")
         if self.max_len < 0 or self.eval_games < 0:
             raise ValueError(f"BeliefTrainConfig: max_len={self.max_len} and eval_games={self.eval_games} "
                              "must be >= 0")
@@ -148,6 +157,7 @@ PRESETS: dict[str, BeliefTrainConfig] = {
         checkpoint_every=250,
         log_every=25,
         eval_games=500,
+        val_every=500,
     ),
 }
 
@@ -342,6 +352,7 @@ class BeliefModule(pl.LightningModule):
         self.cfg, self.game, self.data = cfg, game, data
         self.blueprint = dict(blueprint or {})
         self.model = BeliefModel(game, cfg.model)
+        self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps)
@@ -369,10 +380,13 @@ class BeliefModule(pl.LightningModule):
         checkpoint["blueprint"] = dict(self.blueprint)
         checkpoint["step"] = self.global_step
         checkpoint["data"] = {"rounds": self.data.rounds if self.data is not None else 0}
+        checkpoint["validation"] = {"best_nll": self.best_val, "best_step": self.best_step}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.data is not None:
             self.data.rounds = int(checkpoint["data"]["rounds"])
+        val = checkpoint.get("validation", {})
+        self.best_val, self.best_step = float(val.get("best_nll", math.inf)), int(val.get("best_step", -1))
 
 
 class BeliefCheckpointIO(CheckpointIO):
@@ -426,6 +440,24 @@ class _PeriodicCheckpoint(pl.Callback):
     def on_exception(self, trainer, pl_module, exception) -> None:
         if isinstance(exception, KeyboardInterrupt):
             self._save(trainer)
+
+
+class _Validation(pl.Callback):
+    """Every `every` steps: score the model on held-out games, log val/*, and write `path` (best.pt)
+    when the NLL per card is the lowest so far. Longer training can overfit a small replay."""
+
+    def __init__(self, score, path: Path, every: int):
+        self.score, self.path, self.every = score, path, every
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % self.every:
+            return
+        ev = self.score(pl_module.model)
+        pl_module.log_dict({"val/nll_per_card": ev.nll_learned, "val/nll_grounded": ev.nll_grounded,
+                            "val/nll_counting": ev.nll_counting})
+        if ev.nll_learned < pl_module.best_val:
+            pl_module.best_val, pl_module.best_step = ev.nll_learned, trainer.global_step
+            trainer.save_checkpoint(self.path, weights_only=False)
 
 
 # ---- loading ---------------------------------------------------------------------------------------
@@ -569,9 +601,14 @@ class BeliefRunResult:
     train_nll_per_card: float  # last logged training-batch value
     eval: BeliefEval | None  # held-out games (None when eval_games = 0)
     checkpoint: Path
+    best: Path | None = None  # best.pt, the lowest validation NLL (None without validation)
+    best_step: int = -1
+    best_val_nll: float = math.nan
 
     def __str__(self) -> str:
         held = f"; held-out {self.eval}" if self.eval is not None else ""
+        if self.best is not None:
+            held += f"; best validation NLL {self.best_val_nll:.4f} at step {self.best_step} ({self.best})"
         train = (f"train NLL per card {self.train_nll_per_card:.4f}" if math.isfinite(self.train_nll_per_card)
                  else "no training step in this session")
         return f"step {self.step}: {train}{held}"
@@ -618,6 +655,8 @@ class BeliefTrainer:
         logger.log_hyperparams({**to_dict(cfg), "game": self.game.to_dict(),
                                 "blueprint": self.module.blueprint})
         callbacks: list = [_PeriodicCheckpoint(self.out / "latest.pt", cfg.checkpoint_every)]
+        if cfg.val_every:
+            callbacks.append(_Validation(self.validate, self.out / "best.pt", cfg.val_every))
         if self.progress:
             callbacks.append(TQDMProgressBar(refresh_rate=max(1, min(cfg.log_every, 10))))
         max_time = {"minutes": cfg.max_minutes} if cfg.max_minutes else None
@@ -629,6 +668,13 @@ class BeliefTrainer:
             log_every_n_steps=cfg.log_every, num_sanity_val_steps=0, default_root_dir=str(self.out),
             use_distributed_sampler=False,
         )
+
+    def validate(self, model: BeliefModel) -> BeliefEval:
+        """NLL on val_games greedy games dealt with eval_seed + 1 (disjoint from the final evaluation)."""
+        cfg, dev = self.cfg, self.device
+        return evaluate_belief(self.game, model, self.net.step, lambda b: self.net.initial_state(b, dev),
+                               cfg.val_games, cfg.eval_seed + 1, batch=min(cfg.val_games, 500),
+                               max_len=self.data.max_len, device=dev)
 
     def run(self) -> BeliefRunResult:
         """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games."""
@@ -651,6 +697,10 @@ class BeliefTrainer:
                                      lambda b: self.net.initial_state(b, self.device), self.cfg.eval_games,
                                      self.cfg.eval_seed, batch=min(self.cfg.eval_games, 500),
                                      max_len=self.data.max_len, device=self.device)
+        best = self.out / "best.pt"
+        m = self.module
         return BeliefRunResult(step=trainer.global_step, train_nll_per_card=float(nll) if nll is not None
-                               else math.nan, eval=result, checkpoint=self.out / "latest.pt")
+                               else math.nan, eval=result, checkpoint=self.out / "latest.pt",
+                               best=best if m.best_step >= 0 and best.is_file() else None,
+                               best_step=m.best_step, best_val_nll=m.best_val)
 

@@ -56,7 +56,7 @@ def micro_belief(out: Path, **kw) -> BeliefTrainConfig:
         model=BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, decoder_layers=1, card_embed=4),
         games_per_round=16, max_len=0, replay_capacity=256, min_replay=32, batch_size=16, lr=1e-2,
         total_steps=12, checkpoint_every=5, log_every=4, acceptance_streams=2, acceptance_k=4,
-        eval_games=0, out_dir=str(out), wandb_mode="disabled",
+        eval_games=0, val_every=0, out_dir=str(out), wandb_mode="disabled",
     )
     return replace(base, **kw)
 
@@ -177,6 +177,37 @@ def test_training_lowers_the_held_out_nll(blueprint, tmp_path, count_prior):
     assert result.eval.nll_grounded == pytest.approx(before.nll_grounded)  # same games, same baseline
     stats = trainer.data.stats()
     assert stats["replay/size"] >= cfg.min_replay and stats["replay/reuse"] > 0
+
+
+def test_validation_keeps_the_best_model_across_resume(blueprint, tmp_path):
+    cfg = micro_belief(tmp_path / "run", total_steps=12, val_every=4, val_games=8)
+    scored: list[float] = []
+
+    def spy(trainer: BeliefTrainer) -> None:
+        score = trainer.validate
+        trainer.validate = lambda model: scored.append((ev := score(model)).nll_learned) or ev
+
+    first = BeliefTrainer(cfg, blueprint, progress=False)
+    spy(first)
+    result = first.run()
+    assert len(scored) == 3  # steps 4, 8, 12
+    best = min(scored)
+    assert result.best == Path(cfg.out_dir) / "best.pt" and result.best_val_nll == best
+    assert result.best_step == 4 * (scored.index(best) + 1)
+    blob = ckpt.load(result.best, "belief")
+    assert blob["global_step"] == result.best_step and blob["validation"]["best_nll"] == best
+    _, model = load_belief(result.best, blueprint)  # best.pt holds the weights that were scored
+    assert first.validate(model).nll_learned == pytest.approx(best, abs=1e-6)
+
+    scored.clear()
+    more = BeliefTrainer(replace(cfg, total_steps=20), blueprint, resume=Path(cfg.out_dir) / "latest.pt",
+                         progress=False)
+    spy(more)
+    again = more.run()
+    assert len(scored) == 2  # steps 16, 20: the best of the first part is remembered, not re-found
+    assert again.best_val_nll == min(best, *scored)
+    want_step = result.best_step if best <= min(scored) else 16 + 4 * scored.index(min(scored))
+    assert again.best_step == want_step == ckpt.load(again.best, "belief")["global_step"]
 
 
 def test_resume_continues_steps_weights_and_optimizer(blueprint, tmp_path):
