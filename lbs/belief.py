@@ -654,9 +654,10 @@ class BeliefTrainer:
                              mode=os.environ.get("WANDB_MODE", cfg.wandb_mode))  # the environment wins
         logger.log_hyperparams({**to_dict(cfg), "game": self.game.to_dict(),
                                 "blueprint": self.module.blueprint})
-        callbacks: list = [_PeriodicCheckpoint(self.out / "latest.pt", cfg.checkpoint_every)]
-        if cfg.val_every:
+        callbacks: list = []
+        if cfg.val_every:  # before latest.pt is written, so latest.pt knows the best of its own step
             callbacks.append(_Validation(self.validate, self.out / "best.pt", cfg.val_every))
+        callbacks.append(_PeriodicCheckpoint(self.out / "latest.pt", cfg.checkpoint_every))
         if self.progress:
             callbacks.append(TQDMProgressBar(refresh_rate=max(1, min(cfg.log_every, 10))))
         max_time = {"minutes": cfg.max_minutes} if cfg.max_minutes else None

@@ -210,6 +210,19 @@ def test_validation_keeps_the_best_model_across_resume(blueprint, tmp_path):
     assert again.best_step == want_step == ckpt.load(again.best, "belief")["global_step"]
 
 
+def test_latest_checkpoint_knows_the_best_of_its_own_step(blueprint, tmp_path):
+    """latest.pt written at a validation step records that step's result (else a resumed run could
+    overwrite best.pt with a worse model)."""
+    cfg = micro_belief(tmp_path / "run", total_steps=8, val_every=4, val_games=4, checkpoint_every=4)
+    trainer = BeliefTrainer(cfg, blueprint, progress=False)
+    score, fake = trainer.validate, iter([2.0, 1.0])  # the last validation is the best
+    trainer.validate = lambda model: replace(score(model), nll_learned=next(fake))
+    trainer.run()
+    for name in ("latest.pt", "best.pt"):
+        blob = ckpt.load(Path(cfg.out_dir) / name, "belief")
+        assert blob["validation"] == {"best_nll": 1.0, "best_step": 8}, name
+
+
 def test_resume_continues_steps_weights_and_optimizer(blueprint, tmp_path):
     cfg = micro_belief(tmp_path / "run")
     a = BeliefTrainer(cfg, blueprint, progress=False)
