@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
+import sys
 from pathlib import Path
 
 import torch
@@ -27,3 +29,16 @@ def machine() -> str:
         f"{cpu_name()} ({os.cpu_count()} cores{load}), {torch.get_num_threads()} torch threads, {gpu}, "
         f"torch {torch.__version__}"
     )
+
+
+def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
+    """Write (and print) the model card next to a shipped checkpoint: `body`, then the file line, how
+    it was shipped and the free-text notes."""
+    size_mb = ckpt_path.stat().st_size / 2**20
+    card = (
+        f"{body.rstrip()}\n"
+        f"- File: `{ckpt_path}`, {size_mb:.1f} MB, fp16 weights, configs inside (`{loader}`).\n"
+        f"- Shipped {datetime.date.today()} by `python {' '.join(sys.argv)}`.\n\n{notes}\n"
+    )
+    ckpt_path.with_suffix(".md").write_text(card)
+    print(card)

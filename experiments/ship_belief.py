@@ -12,7 +12,6 @@ writes checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from lbs.blueprint import load_blueprint, resolve_device
 from lbs.cli import from_dict
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+from common import machine, write_card  # noqa: E402
 
 
 def main() -> None:
@@ -56,7 +55,6 @@ def main() -> None:
     turns = [t for t, n in enumerate(res.cards_by_turn) if n > 0]
     wins = sum(res.learned_by_turn[t] < res.grounded_by_turn[t] for t in turns)
     beyond = sum(res.learned_by_turn[t] < res.counting_by_turn[t] for t in turns)
-    size_mb = out.stat().st_size / 2**20
     card = f"""# {args.name}: learned belief for `{args.blueprint}`
 
 **Cross-entropy of the true hand: {res.nll_learned:.3f} nats per card** (learned) vs {res.nll_grounded:.3f} for the
@@ -65,18 +63,13 @@ games; the learned belief is lower at {wins} of {len(turns)} turns. Scored with 
 The counting prior alone (the same counts slot by slot, no network) scores {res.nll_counting:.3f}: the learned
 belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned from the blueprint's play.
 
-- File: `checkpoints/{args.name}.pt`, {size_mb:.1f} MB, fp16 weights, configs inside (`lbs.belief.load_belief`).
 - Blueprint: `{args.blueprint}` (sha256 `{blob["blueprint"].get("sha256", "?")}`); loading with another blueprint raises.
 - Trained on: {machine()}; {blob.get("global_step")} optimizer steps.
 - Game: `{game}`
 - Model: `{cfg.model}`
 - Training: lr {cfg.lr}, batch {cfg.batch_size} streams, replay {cfg.replay_capacity} streams, explore {cfg.explore}.
-- Shipped {datetime.date.today()} by `python {" ".join(sys.argv)}`.
-
-{args.notes}
 """
-    out.with_suffix(".md").write_text(card)
-    print(card)
+    write_card(out, "lbs.belief.load_belief", card, args.notes)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from lbs.cli import from_dict
 from lbs.eval import evaluate
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+from common import machine, write_card  # noqa: E402
 
 
 def main() -> None:
@@ -55,14 +54,12 @@ def main() -> None:
     hist = blob["history"]
     best = max(hist, key=lambda h: h["mean"]) if hist else None
     best_txt = f"{best['mean']:.2f} ± {best['sem']:.2f} at {best['updates']} updates" if best else "n/a"
-    size_mb = out.stat().st_size / 2**20
     card = f"""# {args.name}: Hanabi blueprint ({game.players} players, {game.colors} colours x {game.ranks} ranks)
 
 **Score: {res.mean:.2f} ± {res.sem:.2f}** (greedy self-play, {res.games} games, seeds 0..{res.games - 1} of
 `python -m lbs.eval checkpoints/{args.name}.pt --games {res.games}`); perfect {100 * res.perfect:.1f}%,
 bomb-out {100 * res.bombed:.1f}%, mean length {res.mean_length:.1f} moves. Scored with the fp16 weights as shipped.
 
-- File: `checkpoints/{args.name}.pt`, {size_mb:.1f} MB, fp16 weights, configs inside (`lbs.blueprint.load_blueprint`).
 - Trained on: {args.trained_on or machine()}
 - Training: {c["updates"]:,} learner updates, {c["episodes"]:,} self-play episodes, {c["actor_steps"]:,} actor
   game-steps, {c["wall_seconds"] / 3600:.2f} h wall time.
@@ -73,12 +70,8 @@ bomb-out {100 * res.bombed:.1f}%, mean length {res.mean_length:.1f} moves. Score
 - Learner: lr {cfg.lr}, Adam eps {cfg.adam_eps}, clip {cfg.grad_clip}, gamma {cfg.gamma}, {cfg.n_step}-step double-Q,
   batch {cfg.batch_size} sequences, replay {cfg.replay_capacity:,} episodes (alpha {cfg.alpha}, beta {cfg.beta}),
   target sync {cfg.target_sync}, actor sync {cfg.actor_sync}, {cfg.updates_per_round} updates per self-play round.
-- Shipped {datetime.date.today()} by `python {" ".join(sys.argv)}`.
-
-{args.notes}
 """
-    out.with_suffix(".md").write_text(card)
-    print(card)
+    write_card(out, "lbs.blueprint.load_blueprint", card, args.notes)
 
 
 if __name__ == "__main__":

@@ -248,6 +248,7 @@ class BeliefModel(nn.Module):
         ctx = context[:, : self.cfg.hidden].repeat_interleave(k, dim=0)  # [Q*k, hidden], row q*k + j
         if self.cfg.count_prior:
             _, unseen, plaus = self._split(context)
+            used = torch.zeros(q, k, c, device=dev)  # copies each row's earlier slots took
         slots = torch.arange(h, device=dev)
         hands = torch.full((q, k, h), -1, dtype=torch.long, device=dev)
         prev = torch.full((q * k,), self.start_token, dtype=torch.long, device=dev)
@@ -257,7 +258,6 @@ class BeliefModel(nn.Module):
             out, state = self.decoder(x, state)
             logits = self.head(out[:, 0]).reshape(q, k, c).double()
             if self.cfg.count_prior:
-                used = F.one_hot(hands.clamp(min=0), c).mul_((hands >= 0)[..., None]).sum(2)  # [Q, k, C]
                 logits = logits + log_count_prior(unseen[:, None, :], plaus[:, None, s, :], used)
             if mask_fn is not None:
                 allowed = mask_fn(s, hands).to(dev).bool().expand(q, k, c) & (logits > float("-inf"))
@@ -271,6 +271,8 @@ class BeliefModel(nn.Module):
             card = _inverse_cdf(probs, u)
             card = torch.where(s < hand_len[:, None], card, -1)  # [Q, k]
             hands = torch.where(slots == s, card[..., None], hands)
+            if self.cfg.count_prior:
+                used += F.one_hot(card.clamp(min=0), c) * (card >= 0)[..., None]
             prev = torch.where(card >= 0, card, self.start_token).reshape(-1)
         return hands
 

@@ -153,6 +153,10 @@ def test_config_errors():
         BeliefTrainConfig(batch_size=0)
     with pytest.raises(ValueError, match="wandb_mode"):
         BeliefTrainConfig(wandb_mode="cloud")
+    with pytest.raises(ValueError, match="val_every=-1"):
+        BeliefTrainConfig(val_every=-1)
+    with pytest.raises(ValueError, match="val_games=0"):
+        BeliefTrainConfig(val_games=0)
 
 
 # ---- training ----------------------------------------------------------------------------------------
