@@ -7,7 +7,7 @@ sampling throughput.
 
 Games are greedy blueprint self-play on held-out deals (evaluate_belief: seeds 0..games-1, episode
 -1-seed, never a training deal). Every player's own hand at every turn counts; the learned belief reads
-the player's observations turn by turn; the grounded belief is lbs.belief_filter.grounded_belief
+the player's observations turn by turn; the grounded belief is lbs.belief.sampling.grounded_belief
 (public card counts x hint plausibility, slots independent, the paper's eq. 7); "counting" is the same
 counts taken slot by slot (copies used by earlier slots removed), the prior a count_prior belief
 starts from, so learned < counting is what the network learned from the blueprint's play.
@@ -29,13 +29,15 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt
-from lbs.actors import ActorConfig, run_round
-from lbs.belief import constraints_from_obs, episodes_to_streams, evaluate_belief, load_belief
-from lbs.belief_filter import HandConstraints, sample_valid
-from lbs.belief_model import BeliefConfig, BeliefModel
-from lbs.blueprint import load_blueprint, resolve_device
+from lbs.belief.constraints import HandConstraints
+from lbs.belief.constraints import from_obs as constraints_from_obs
+from lbs.belief.data import episodes_to_streams
+from lbs.belief.evaluate import evaluate_belief
+from lbs.belief.sampling import sample_valid
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode
+from lbs.models import BeliefConfig, BeliefModel, load_belief, load_blueprint, resolve_device
+from lbs.rl.actors import ActorConfig, run_round
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine  # noqa: E402

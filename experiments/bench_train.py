@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from lbs.actors import ActorConfig
-from lbs.blueprint import PRESETS, Trainer, resolve_device
-from lbs.nets import NetConfig
+from lbs.models import NetConfig, resolve_device
+from lbs.rl.actors import ActorConfig
+from lbs.rl.trainer import PRESETS, Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine  # noqa: E402

@@ -1,6 +1,6 @@
 """The long conformance run: many games of our engine against hanabi-learning-environment (HLE).
 
-Every game is played in lockstep in both (lbs.hanabi.hle.differential): legal moves, every player's
+Every game is played in lockstep in both (lbs.hanabi.interop.differential): legal moves, every player's
 canonical observation, tokens, fireworks, deck size, current player, reward, score and termination
 are compared before every move and at the end. Writes experiments/results/conformance_<date>.md
 (date, machine, command, games, steps, mismatches, time) and saves any mismatching game as a
@@ -26,16 +26,16 @@ import torch
 from tqdm import tqdm
 
 from lbs.hanabi import GameConfig
-from lbs.hanabi.hle import EDGE_CASES, DiffReport, differential
+from lbs.hanabi.interop.differential import EDGE_CASES, DiffReport, differential
 from lbs.hanabi.policies import conformance_policy
-from lbs.hanabi.record import NAMED_CONFIGS
+from lbs.hanabi.variants import VARIANTS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine  # noqa: E402
 
 # The named configs plus more corners of the rules.
 CONFIGS: dict[str, GameConfig] = {
-    **NAMED_CONFIGS,
+    **VARIANTS,
     "p3_c3_r4_h2_i1": GameConfig(players=3, colors=3, ranks=4, hand_size=2, max_info_tokens=1),
     "p5_c2_r2_h1": GameConfig(players=5, colors=2, ranks=2, hand_size=1),
     "p2_c1_r1_h1": GameConfig(players=2, colors=1, ranks=1, hand_size=1),

@@ -20,19 +20,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from lbs import ckpt  # noqa: E402
-from lbs.blueprint import KIND, TrainConfig  # noqa: E402
-from lbs.cli import from_dict  # noqa: E402
-from lbs.eval import EvalResult, summarize  # noqa: E402
+from lbs.configs import from_dict  # noqa: E402
 from lbs.hanabi import engine, policies  # noqa: E402
 from lbs.hanabi.config import GameConfig  # noqa: E402
+from lbs.models import BLUEPRINT_KIND as KIND  # noqa: E402
+from lbs.rl.trainer import TrainConfig  # noqa: E402
+from lbs.scoring import EvalResult, summarize  # noqa: E402
+from lbs.seeding import Stream, game_seeds  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine  # noqa: E402
 
 
 def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
-    """Score a state policy (cfg, state, seeds) -> moves on games seeded like lbs.eval.evaluate."""
-    seeds = seed * 10**6 + torch.arange(games)
+    """Score a state policy (cfg, state, seeds) -> moves on the blueprint trainer's validation deals."""
+    seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games)
     state = engine.reset(game, seeds, torch.zeros_like(seeds))
     for _ in range(game.max_steps):
         state, _, _ = engine.step(game, state, policy(game, state, seeds))
@@ -52,7 +54,7 @@ def main() -> None:
     hist = blob["history"]
     if not hist:
         raise SystemExit(f"{args.checkpoint} has no evaluation history yet")
-    eval_seed = 10**3 + cfg.seed
+    eval_seed = cfg.seed
     base = {
         "random": play_policy(cfg.game, policies.random_policy, args.games, eval_seed),
         "safe play": play_policy(cfg.game, policies.safe_play, args.games, eval_seed),

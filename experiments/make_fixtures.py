@@ -1,15 +1,16 @@
 """Regenerate the golden fixtures from hanabi-learning-environment (HLE).
 
-For every config in lbs.hanabi.record.NAMED_CONFIGS:
-  tests/fixtures/<name>.npz             a few games: decks, moves and, before every move and at the
+For every config in lbs.hanabi.variants.VARIANTS:
+  tests/hanabi/fixtures/<name>.npz             a few games: decks, moves and, before every move and at the
                                         end, HLE's legal moves, every player's canonical observation
                                         (bit-packed) and the scalars (tokens, fireworks, ...)
-  tests/fixtures/playthroughs/<name>.txt one short game as text: HLE's own state printout after each
+  tests/hanabi/fixtures/playthroughs/<name>.txt one short game as text: HLE's own state printout after each
                                         move, HLE's move names and rewards
 
 Moves come from lbs.hanabi.policies.conformance_policy played in our engine; every value stored comes
-from HLE replaying those moves, so tests/test_fixtures.py checks our engine against HLE on machines
-where HLE cannot be built. Usage: python experiments/make_fixtures.py [--games 16] [--out tests/fixtures]
+from HLE replaying those moves, so tests/hanabi/test_fixtures.py checks our engine against HLE on machines
+where HLE cannot be built.
+Usage: python experiments/make_fixtures.py [--games 16] [--out tests/hanabi/fixtures]
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import torch
 
 from lbs.hanabi import engine
 from lbs.hanabi.config import DISCARD, PLAY, GameConfig
-from lbs.hanabi.hle import HLEState, hle_game
+from lbs.hanabi.interop.hle import HLEState, hle_game
+from lbs.hanabi.interop.record import GameRecord, records_from_batch
+from lbs.hanabi.interop.text import format_playthrough
 from lbs.hanabi.policies import conformance_policy
-from lbs.hanabi.record import NAMED_CONFIGS, GameRecord, format_playthrough, records_from_batch
+from lbs.hanabi.variants import VARIANTS
 
 SCALARS = ("info_tokens", "life_tokens", "cur_player", "deck_size", "score", "terminal", "reward")
 
@@ -34,7 +37,7 @@ SCALARS = ("info_tokens", "life_tokens", "cur_player", "deck_size", "score", "te
 @dataclass
 class Args:
     games: int = 20  # games per config (the fixtures stay well under 2 MB in total)
-    out: str = "tests/fixtures"
+    out: str = "tests/hanabi/fixtures"
     seed: int = 20240  # seeds are seed + config index * 1000 + game index
 
 
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     (out / "playthroughs").mkdir(parents=True, exist_ok=True)
     total = 0
-    for k, (name, cfg) in enumerate(NAMED_CONFIGS.items()):
+    for k, (name, cfg) in enumerate(VARIANTS.items()):
         seeds = args.seed + 1000 * k + torch.arange(args.games)
         records = play_records(cfg, seeds)
         write_fixture(name, cfg, records, out / f"{name}.npz")

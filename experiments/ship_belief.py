@@ -18,9 +18,11 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt
-from lbs.belief import KIND, BeliefTrainConfig, evaluate_belief, load_belief
-from lbs.blueprint import load_blueprint, resolve_device
-from lbs.cli import from_dict
+from lbs.belief.config import BeliefTrainConfig
+from lbs.belief.evaluate import evaluate_belief
+from lbs.configs import from_dict
+from lbs.models import BELIEF_KIND as KIND
+from lbs.models import load_belief, load_blueprint, resolve_device
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_card  # noqa: E402
@@ -69,7 +71,7 @@ belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned f
 - Model: `{cfg.model}`
 - Training: lr {cfg.lr}, batch {cfg.batch_size} streams, replay {cfg.replay_capacity} streams, explore {cfg.explore}.
 """
-    write_card(out, "lbs.belief.load_belief", card, args.notes)
+    write_card(out, "lbs.models.load_belief", card, args.notes)
 
 
 if __name__ == "__main__":

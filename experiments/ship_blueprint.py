@@ -16,9 +16,11 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt
-from lbs.blueprint import KIND, TrainConfig, load_blueprint, resolve_device
-from lbs.cli import from_dict
-from lbs.eval import evaluate
+from lbs.configs import from_dict
+from lbs.models import BLUEPRINT_KIND as KIND
+from lbs.models import load_blueprint, resolve_device
+from lbs.rl.trainer import TrainConfig
+from lbs.scoring import evaluate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_card  # noqa: E402
@@ -57,7 +59,7 @@ def main() -> None:
     card = f"""# {args.name}: Hanabi blueprint ({game.players} players, {game.colors} colours x {game.ranks} ranks)
 
 **Score: {res.mean:.2f} ± {res.sem:.2f}** (greedy self-play, {res.games} games, seeds 0..{res.games - 1} of
-`python -m lbs.eval checkpoints/{args.name}.pt --games {res.games}`); perfect {100 * res.perfect:.1f}%,
+`python train/score.py checkpoints/{args.name}.pt --games {res.games}`); perfect {100 * res.perfect:.1f}%,
 bomb-out {100 * res.bombed:.1f}%, mean length {res.mean_length:.1f} moves. Scored with the fp16 weights as shipped.
 
 - Trained on: {args.trained_on or machine()}
@@ -71,7 +73,7 @@ bomb-out {100 * res.bombed:.1f}%, mean length {res.mean_length:.1f} moves. Score
   batch {cfg.batch_size} sequences, replay {cfg.replay_capacity:,} episodes (alpha {cfg.alpha}, beta {cfg.beta}),
   target sync {cfg.target_sync}, actor sync {cfg.actor_sync}, {cfg.updates_per_round} updates per self-play round.
 """
-    write_card(out, "lbs.blueprint.load_blueprint", card, args.notes)
+    write_card(out, "lbs.models.load_blueprint", card, args.notes)
 
 
 if __name__ == "__main__":

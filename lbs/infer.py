@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .nets import HiddenState, epsilon_greedy
+from .acting import epsilon_greedy
+from .models.qnet import HiddenState
 
 DEFAULT = "qnet"
 PRECISIONS = ("fp32", "tf32", "bf16")

@@ -1,28 +1,13 @@
-"""Shared test registry: every suite that loops over game rules uses CONFIGS."""
+"""Shared fixtures; CONFIGS is lbs.hanabi.variants.VARIANTS (the one registry of game variants)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lbs.hanabi import GameConfig
+from lbs.hanabi.variants import FULL_GAMES, VARIANTS  # noqa: F401  (suites import FULL_GAMES from here)
 
-# name -> GameConfig. The full games for 2-5 players, then small variants that reach edge cases
-# (deck running out, bombing out, token limits) in few steps. Keep names stable: other suites import it.
-CONFIGS: dict[str, GameConfig] = {
-    "p2": GameConfig(players=2),
-    "p3": GameConfig(players=3),
-    "p4": GameConfig(players=4),
-    "p5": GameConfig(players=5),
-    "p2_c2": GameConfig(players=2, colors=2),
-    "p2_c1_r3": GameConfig(players=2, colors=1, ranks=3, hand_size=2),
-    "p2_h6": GameConfig(players=2, hand_size=6),
-    "p3_life1": GameConfig(players=3, max_life_tokens=1),
-    "p2_info2": GameConfig(players=2, max_info_tokens=2),
-    "p2_nobomb": GameConfig(players=2, bomb_zero=False),
-}
-
-FULL_GAMES: dict[str, GameConfig] = {k: CONFIGS[k] for k in ("p2", "p3", "p4", "p5")}
+CONFIGS = VARIANTS  # every suite that loops over game rules uses the package's one registry
 
 
 def pytest_configure(config) -> None:

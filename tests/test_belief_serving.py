@@ -4,9 +4,9 @@ import threading
 
 import torch
 
-from lbs.belief_model import BeliefConfig, BeliefModel
 from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer, ServerConfig
+from lbs.models.belief import BeliefConfig, BeliefModel
 
 
 def test_served_sampling_equals_direct_calls():

@@ -12,11 +12,12 @@ import torch
 from conftest import CONFIGS
 from torch import nn
 
+from lbs.acting import epsilon_greedy, greedy
 from lbs.infer import InferenceServer, ServerConfig
-from lbs.nets import FixedQNet, HiddenState, NetConfig, epsilon_greedy, greedy, make_qnet, num_actions
+from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
 
 GAME = CONFIGS["p2_c2"]
-A = num_actions(GAME)
+A = GAME.num_actions
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

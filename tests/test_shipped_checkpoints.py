@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from lbs import ckpt
-from lbs.belief import evaluate_belief, load_belief
-from lbs.blueprint import load_blueprint
-from lbs.eval import evaluate
+from lbs.belief.evaluate import evaluate_belief
+from lbs.models import load_belief, load_blueprint
+from lbs.scoring import evaluate
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 BLUEPRINT, BELIEF = CHECKPOINTS / "blueprint_2p.pt", CHECKPOINTS / "belief_2p.pt"

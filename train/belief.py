@@ -17,8 +17,10 @@ import argparse
 import torch
 
 from lbs import ckpt
-from lbs.belief import KIND, PRESETS, BeliefTrainConfig, BeliefTrainer, apply_preset
-from lbs.cli import add_dataclass_args, apply_overrides, from_dict
+from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
+from lbs.belief.trainer import BeliefTrainer
+from lbs.configs import add_dataclass_args, apply_overrides, from_dict
+from lbs.models import BELIEF_KIND as KIND
 
 
 def main(argv: list[str] | None = None) -> None:

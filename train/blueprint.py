@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 
 from lbs import ckpt
-from lbs.blueprint import KIND, PRESETS, TrainConfig, Trainer, apply_preset
-from lbs.cli import add_dataclass_args, apply_overrides, from_dict
+from lbs.configs import add_dataclass_args, apply_overrides, from_dict
+from lbs.models import BLUEPRINT_KIND as KIND
+from lbs.rl.trainer import PRESETS, TrainConfig, Trainer, apply_preset
 
 
 def main(argv: list[str] | None = None) -> None:

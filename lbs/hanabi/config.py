@@ -15,11 +15,16 @@ COLOR_CHARS = "RYGWB"
 
 # Move types, in move-id order (HLE's GetMoveUid): discards, plays, colour hints, rank hints.
 DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK = 0, 1, 2, 3
+MOVE_TYPES = (DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK)
+# HLE's order of the move-type bits in the last-action section (play, discard, colour, rank).
+LAST_ACTION_TYPE_ORDER = (PLAY, DISCARD, REVEAL_COLOR, REVEAL_RANK)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Named, contiguous slices of one flat feature vector (index by name, never by offset)."""
+    """Named, contiguous slices of one flat feature vector (index by name, never by offset).
+
+    Sections named 'group.part' also give their group a slice ('board' spans every 'board.*')."""
 
     sections: tuple[tuple[str, int], ...]
 
@@ -29,7 +34,12 @@ class Layout:
         for name, size in self.sections:
             out[name] = slice(start, start + size)
             start += size
-        return out
+        groups: dict[str, slice] = {}
+        for name, sl in out.items():
+            if "." in name:
+                g = name.split(".")[0]
+                groups[g] = slice(groups[g].start if g in groups else sl.start, sl.stop)
+        return out | groups
 
     @property
     def dim(self) -> int:
@@ -134,6 +144,11 @@ class GameConfig:
     def num_moves(self) -> int:
         return 2 * self.hand_size + (self.players - 1) * (self.colors + self.ranks)
 
+    @property
+    def num_actions(self) -> int:
+        """Moves plus a trailing no-op: the only action of a seat that is not to move (VDN acting)."""
+        return self.num_moves + 1
+
     @cached_property
     def move_table(self) -> tuple[tuple[int, int, int, int, int], ...]:
         """Per move id: (type, slot, target offset, colour, rank); -1 where not applicable."""
@@ -157,11 +172,6 @@ class GameConfig:
         return f"(Reveal player +{off} rank {r + 1})"
 
     # ---- observation layouts -----------------------------------------------------------------
-    @property
-    def last_action_dim(self) -> int:
-        p, h = self.players, self.hand_size
-        return p + 4 + p + self.colors + self.ranks + h + h + self.card_types + 2
-
     @cached_property
     def layout(self) -> Layout:
         """HLE canonical observation, in its section order; sub-sections named 'section.part'."""
@@ -175,7 +185,16 @@ class GameConfig:
                 ("board.info", self.max_info_tokens),
                 ("board.lives", self.max_life_tokens),
                 ("discards", sum(self.card_counts)),
-                ("last_action", self.last_action_dim),
+                ("last_action.actor", p),  # who moved, relative to the observer
+                ("last_action.type", len(MOVE_TYPES)),  # in LAST_ACTION_TYPE_ORDER
+                ("last_action.target", p),  # hint target, relative to the observer
+                ("last_action.color", self.colors),  # hinted colour
+                ("last_action.rank", self.ranks),  # hinted rank
+                ("last_action.reveal", h),  # slots the hint matched
+                ("last_action.slot", h),  # slot played or discarded
+                ("last_action.card", ct),  # card played or discarded
+                ("last_action.scored", 1),  # a successful play
+                ("last_action.info_gain", 1),  # a completed firework returned a hint token
                 ("knowledge", p * h * (ct + self.colors + self.ranks)),
             )
         )
@@ -214,8 +233,3 @@ class GameConfig:
     @classmethod
     def from_dict(cls, d: dict) -> GameConfig:
         return cls(**d)
-
-    @classmethod
-    def small(cls, players: int = 2, colors: int = 2, ranks: int = 5, **kw) -> GameConfig:
-        """A cheap variant for tests and tiny training runs."""
-        return cls(players=players, colors=colors, ranks=ranks, **kw)

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import torch
 
-from .config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
+from .config import LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from .engine import tables
 from .state import HanabiState
 
@@ -33,13 +33,13 @@ class _EncodeTables:
     card: torch.Tensor  # [T + 1, T] bool: row id+1 is the one-hot of card id (row 0: empty slot)
     knowledge: torch.Tensor  # [rows, T + C + R] bool: slot knowledge per _knowledge_codes (last row: empty)
     plaus_weights: torch.Tensor  # [C + R, 2] float: colour / rank plausibility bits -> two bit masks
-    last_move: torch.Tensor  # [M + 1, last_action_dim] bool: bits fixed by the last move id (row 0: none)
+    last_move: torch.Tensor  # [M + 1, last_action size] bool: bits fixed by the last move id (row 0: none)
     player: torch.Tensor  # [P + 1, P] bool: row i+1 is the one-hot of relative player i (row 0: none)
 
 
 @lru_cache(maxsize=64)
 def _encode_tables(cfg: GameConfig, device: torch.device) -> _EncodeTables:
-    c, r, t, h, p = cfg.colors, cfg.ranks, cfg.card_types, cfg.hand_size, cfg.players
+    c, r, t, p = cfg.colors, cfg.ranks, cfg.card_types, cfg.players
     eye = torch.eye(max(t, p) + 1, dtype=torch.bool)
     # knowledge: code = ((colour_mask * 2^R + rank_mask) * (C+1) + hinted_colour+1) * (R+1) + hinted_rank+1
     code = torch.arange((1 << (c + r)) * (c + 1) * (r + 1))
@@ -53,18 +53,15 @@ def _encode_tables(cfg: GameConfig, device: torch.device) -> _EncodeTables:
     weights[:c, 0] = 2.0 ** torch.arange(c)  # small powers of two: exact even in reduced-precision matmul
     weights[c:, 1] = 2.0 ** torch.arange(r)
     # last action bits fixed by the move id: type, hinted colour / rank, played or discarded slot
-    la = torch.zeros(cfg.num_moves + 1, cfg.last_action_dim, dtype=torch.bool)
-    hle_order = {PLAY: 0, DISCARD: 1, REVEAL_COLOR: 2, REVEAL_RANK: 3}
-    col0 = 2 * p + 4
-    slot0 = col0 + c + r + h
+    la = torch.zeros(cfg.num_moves + 1, _last_action(cfg, "").stop, dtype=torch.bool)
     for m, (kind, slot, _off, colour, rank) in enumerate(cfg.move_table):
-        la[m + 1, p + hle_order[kind]] = True
+        la[m + 1, _last_action(cfg, "type").start + LAST_ACTION_TYPE_ORDER.index(kind)] = True
         if kind == REVEAL_COLOR:
-            la[m + 1, col0 + colour] = True
+            la[m + 1, _last_action(cfg, "color").start + colour] = True
         elif kind == REVEAL_RANK:
-            la[m + 1, col0 + c + rank] = True
+            la[m + 1, _last_action(cfg, "rank").start + rank] = True
         else:
-            la[m + 1, slot0 + slot] = True
+            la[m + 1, _last_action(cfg, "slot").start + slot] = True
     return _EncodeTables(
         card=eye[: t + 1, 1 : t + 1].contiguous().to(device),
         knowledge=know.to(device),
@@ -72,6 +69,13 @@ def _encode_tables(cfg: GameConfig, device: torch.device) -> _EncodeTables:
         last_move=la.to(device),
         player=eye[: p + 1, 1 : p + 1].contiguous().to(device),
     )
+
+
+def _last_action(cfg: GameConfig, part: str) -> slice:
+    """A part of the last-action section, relative to the section's start ('' for the whole)."""
+    lay = cfg.layout.slices
+    la, sl = lay["last_action"].start, lay[f"last_action.{part}" if part else "last_action"]
+    return slice(sl.start - la, sl.stop - la)
 
 
 def _lookup(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -155,7 +159,7 @@ def encode(
     if observers is None:
         observers = all_observers(cfg, state)
     b, k = observers.shape
-    p, h = cfg.players, cfg.hand_size
+    p = cfg.players
     tb, et = tables(cfg, state.device), _encode_tables(cfg, state.device)
     lay = cfg.layout.slices
     buf = torch.empty(b, k, cfg.obs_dim, dtype=torch.bool, device=state.device)
@@ -189,25 +193,22 @@ def encode(
     )
     buf[:, :, lay["board.deck"].start : lay["discards"].stop].copy_(board[:, None])
     # last action: bits fixed by the move id and the outcome (shared), then observer-relative actor/target
-    la = lay["last_action"].start
-    shared = _lookup(et.last_move, state.last_move + 1)  # [B, last_action_dim]
+    shared = _lookup(et.last_move, state.last_move + 1)  # [B, last_action size]
     kind = tb.move_type[state.last_move.clamp(min=0)]
     is_play = (kind == PLAY) & (state.last_move >= 0)
     is_hint = (kind == REVEAL_COLOR) | (kind == REVEAL_RANK)
-    out0 = 2 * p + 4 + cfg.colors + cfg.ranks  # reveal outcome, slot, card, scored, added hint
-    card0 = out0 + 2 * h
-    shared[:, out0 : out0 + h] = state.last_reveal & is_hint[:, None]
+    shared[:, _last_action(cfg, "reveal")] = state.last_reveal & is_hint[:, None]
     card = torch.where(is_hint | (state.last_move < 0), -1, state.last_card)
-    shared[:, card0 : card0 + cfg.card_types] = _lookup(et.card, card + 1)
-    shared[:, card0 + cfg.card_types] = state.last_scored & is_play
-    shared[:, card0 + cfg.card_types + 1] = state.last_info_gain & is_play
+    shared[:, _last_action(cfg, "card")] = _lookup(et.card, card + 1)
+    shared[:, _last_action(cfg, "scored")] = (state.last_scored & is_play)[:, None]
+    shared[:, _last_action(cfg, "info_gain")] = (state.last_info_gain & is_play)[:, None]
     put("last_action", shared[:, None])
     moved = state.last_player >= 0
     actor = torch.where(moved[:, None], (state.last_player[:, None] - observers) % p, -1)  # [B, K]
     offset = tb.move_offset[state.last_move.clamp(min=0)]
     target = torch.where((moved & is_hint)[:, None], (actor + offset[:, None]) % p, -1)
-    buf[:, :, la : la + p].copy_(_lookup(et.player, actor + 1))
-    buf[:, :, la + p + 4 : la + 2 * p + 4].copy_(_lookup(et.player, target + 1))
+    put("last_action.actor", _lookup(et.player, actor + 1))
+    put("last_action.target", _lookup(et.player, target + 1))
     # card knowledge per player, observer first
     put("knowledge", seen(knowledge_features(cfg, state).reshape(b, p, -1), 0, p))
     out = buf if dtype == torch.bool else buf.view(torch.uint8).to(dtype)

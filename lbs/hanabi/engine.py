@@ -25,7 +25,6 @@ class Tables:
     """Constant tensors derived from a GameConfig, cached per device."""
 
     move_type: torch.Tensor  # [M]
-    move_slot: torch.Tensor  # [M] (0 for hints, masked by type)
     move_offset: torch.Tensor  # [M] (0 for play/discard)
     move_color: torch.Tensor  # [M] (0 where not a colour hint)
     move_rank: torch.Tensor  # [M]
@@ -34,7 +33,6 @@ class Tables:
     card_counts: torch.Tensor  # [T]
     card_color: torch.Tensor  # [T]
     card_rank: torch.Tensor  # [T]
-    hle_type_order: torch.Tensor  # [4] our move type -> HLE's last-action order (play, discard, colour, rank)
     move_info: torch.Tensor  # [M, 5] (type, slot, offset, colour, rank) per move id, -1 where not applicable
     card_features: torch.Tensor  # [T + 1, C + R] bool: colour and rank one-hot of card id - 1 (row 0: empty)
     color_keep: torch.Tensor  # [1 + 2C, C] bool: plausibility kept after a colour hint (see _hint_codes)
@@ -57,7 +55,6 @@ def tables(cfg: GameConfig, device: torch.device) -> Tables:
 
     return Tables(
         move_type=dev(t[:, 0]),
-        move_slot=dev(t[:, 1].clamp(min=0)),
         move_offset=dev(t[:, 2].clamp(min=0)),
         move_color=dev(t[:, 3].clamp(min=0)),
         move_rank=dev(t[:, 4].clamp(min=0)),
@@ -66,7 +63,6 @@ def tables(cfg: GameConfig, device: torch.device) -> Tables:
         card_counts=dev(torch.tensor(cfg.card_counts)),
         card_color=dev(ids // cfg.ranks),
         card_rank=dev(ids % cfg.ranks),
-        hle_type_order=dev(torch.tensor([1, 0, 2, 3])),
         move_info=dev(t),
         card_features=dev(torch.cat([torch.zeros(1, cfg.colors + cfg.ranks, dtype=torch.bool), feats])),
         color_keep=dev(_keep_table(cfg.colors)),
@@ -319,15 +315,16 @@ def set_hand(
 ) -> HanabiState:
     """Give `player` [B] the hand `cards` [B, H] (-1 in the same empty slots) and keep the deck
     consistent: the old hand goes back into the undealt cards, the new one comes out, and the
-    undealt part is reshuffled from `seeds` [B]. Knowledge is kept (the caller samples hands that
+    undealt part is reshuffled from `seeds` [B] (keys of a stream of their own, lbs.seeding.Stream
+    RESHUFFLE or SEARCH, so no deal shares them). Knowledge is kept (the caller samples hands that
     agree with it). Rows whose multiset does not fit get garbage; check with hand_fits first."""
     tb = tables(cfg, state.device)
     b, n, t = state.batch_size, cfg.num_cards, cfg.card_types
     cards = cards.long()
     old = state.hands.gather(1, player[:, None, None].expand(-1, 1, cfg.hand_size)).squeeze(1)
-    pool = remaining_counts(cfg, state) + _counts(old, t) - _counts(cards, t)  # [B, T] undealt after swap
+    pool = remaining_counts(cfg, state) + card_histogram(old, t) - card_histogram(cards, t)  # [B, T] undealt
     take = tb.instance_copy[None, :] < pool.gather(1, tb.instance_card[None, :].expand(b, -1))  # [B, N]
-    keys = permutation_keys(n, seeds.long(), torch.full_like(seeds.long(), -7))
+    keys = permutation_keys(n, seeds.long())
     keys = torch.where(take, keys, torch.iinfo(torch.long).max)
     chosen = tb.instance_card[keys.argsort(dim=1)]  # [B, N] undealt cards first, shuffled
     j = torch.arange(n, device=state.device)[None, :]
@@ -339,29 +336,34 @@ def set_hand(
     return state.replace(deck=deck, hands=hands)
 
 
-def _counts(cards: torch.Tensor, t: int) -> torch.Tensor:
-    """[B, K] card ids (-1 ignored) -> [B, T] counts."""
-    valid = (cards >= 0).long()
-    out = torch.zeros(cards.shape[0], t, dtype=torch.long, device=cards.device)
-    return out.scatter_add_(1, cards.clamp(min=0), valid)
+def card_histogram(cards: torch.Tensor, t: int) -> torch.Tensor:
+    """[..., K] card ids (-1 ignored) -> [..., T] copies of each card id per row."""
+    cards = cards.long()
+    out = torch.zeros(*cards.shape[:-1], t, dtype=torch.long, device=cards.device)
+    return out.scatter_add_(-1, cards.clamp(min=0), (cards >= 0).long())
 
 
 def remaining_counts(cfg: GameConfig, state: HanabiState) -> torch.Tensor:
     """Undealt copies per card id [B, T]."""
     j = torch.arange(cfg.num_cards, device=state.device)[None, :]
     undealt = torch.where(j >= state.deck_pos[:, None], state.deck, -1)
-    return _counts(undealt, cfg.card_types)
+    return card_histogram(undealt, cfg.card_types)
 
 
 def unseen_counts(cfg: GameConfig, state: HanabiState, player: torch.Tensor) -> torch.Tensor:
-    """Copies per card id [B, T] that `player` [B] cannot see: undealt plus their own hand."""
-    own = state.hands.gather(1, player[:, None, None].expand(-1, 1, cfg.hand_size)).squeeze(1)
-    return remaining_counts(cfg, state) + _counts(own, cfg.card_types)
+    """Copies per card id [B, T] that `player` [B] cannot see (undealt plus their own hand), computed
+    from what they see: every copy minus the other players' hands, the discards and the fireworks."""
+    tb = tables(cfg, state.device)
+    b, p, h = state.hands.shape
+    played = torch.arange(cfg.ranks, device=state.device) < state.fireworks[:, :, None]  # [B, C, R]
+    others = torch.arange(p, device=state.device)[None, :, None] != player[:, None, None]  # [B, P, 1]
+    seen = card_histogram(torch.where(others, state.hands, -1).reshape(b, p * h), cfg.card_types)
+    return tb.card_counts[None, :] - state.discards - played.reshape(b, -1).long() - seen
 
 
 def hand_fits(cfg: GameConfig, state: HanabiState, player: torch.Tensor, cards: torch.Tensor) -> torch.Tensor:
     """[B] bool: `cards` could be `player`'s hand given the cards they see (counts only)."""
-    need = _counts(cards.long(), cfg.card_types)
+    need = card_histogram(cards.long(), cfg.card_types)
     return (need <= unseen_counts(cfg, state, player)).all(1)
 
 

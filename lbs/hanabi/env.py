@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..seeding import Stream, game_seeds
 from . import engine
 from .config import GameConfig
 from .encode import encode
@@ -42,7 +43,7 @@ class BatchedHanabi:
         self.cfg, self.device = cfg, torch.device(device)
         self.auto_reset, self.checked = auto_reset, checked
         if seeds is None:
-            seeds = seed * 1_000_003 + torch.arange(batch_size)
+            seeds = game_seeds(Stream.ENV, seed, batch_size)
         if seeds.shape != (batch_size,):
             raise ValueError(f"seeds must have shape [{batch_size}], got {tuple(seeds.shape)}")
         self.seeds = seeds.long().to(self.device)

@@ -20,11 +20,12 @@ from .state import HanabiState
 _PERM_SALT = 0x5EED_C010  # separates colour-shuffle keys from deck-shuffle keys with the same counters
 
 
-def random_perms(cfg: GameConfig, seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
-    """Uniform colour permutations [B, C] from hashed (seed, counter); the same on CPU and CUDA."""
-    seeds = seeds.long()
-    salt = torch.full_like(seeds, _PERM_SALT)
-    return permutation_keys(cfg.colors, seeds, counters.long(), salt).argsort(dim=-1)
+def random_perms(cfg: GameConfig, *keys: torch.Tensor) -> torch.Tensor:
+    """Uniform colour permutations [B, C] from hashed keys (e.g. game seed, seat, episode), each [B];
+    the same on CPU and CUDA."""
+    keys = tuple(k.long() for k in keys)
+    salt = torch.full_like(keys[0], _PERM_SALT)
+    return permutation_keys(cfg.colors, *keys, salt).argsort(dim=-1)
 
 
 def identity_perms(cfg: GameConfig, batch_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -51,6 +52,11 @@ def card_permutation(cfg: GameConfig, perm: torch.Tensor) -> torch.Tensor:
     """[B, T]: new card id of each card id (colour c, rank r) -> (perm[c], r)."""
     tb = tables(cfg, perm.device)
     return perm.long()[:, tb.card_color] * cfg.ranks + tb.card_rank  # [B, T]
+
+
+def permute_cards(cfg: GameConfig, cards: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    """Card ids [B, ...] in the original colours -> ids in the permuted game (-1 stays -1)."""
+    return _map_ids(card_permutation(cfg, perm), cards)
 
 
 def _map_ids(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -142,11 +148,8 @@ def _obs_colour_tables(cfg: GameConfig, device: torch.device) -> tuple[torch.Ten
     blocks(sl["board.fireworks"].start, c, r, r)
     per_colour = sum(cfg.copies(k) for k in range(r))  # discards: colour-major thermometers
     blocks(sl["discards"].start, c, per_colour, per_colour)
-    la = sl["last_action"].start
-    la_colour = la + p + 4 + p  # actor, type, target, then the hinted colour
-    blocks(la_colour, c, 1, 1)
-    la_card = la_colour + c + r + h + h  # colour, rank, outcome, slot, then the card
-    blocks(la_card, c, r, r)
+    blocks(sl["last_action.color"].start, c, 1, 1)
+    blocks(sl["last_action.card"].start, c, r, r)
     per_slot = t + c + r
     for j in range(p * h):  # knowledge: plausible cards, then hinted colour, then hinted rank
         base = sl["knowledge"].start + j * per_slot

@@ -1,0 +1,111 @@
+"""The belief run's configuration and presets (read by the data producer, the trainer and the loader)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..models.belief import BeliefConfig
+
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+@dataclass
+class BeliefTrainConfig:
+    """Everything a belief run depends on (the game comes from the blueprint); stored in every checkpoint."""
+
+    model: BeliefConfig = field(default_factory=BeliefConfig)
+    games_per_round: int = 1024
+    """blueprint games played in lockstep per producer round (each gives one stream per player)"""
+    max_len: int = 80
+    """steps recorded per game (0: the game's max_steps, i.e. never cut)"""
+    replay_capacity: int = 100_000
+    """streams ((episode, player) pairs) kept in the replay"""
+    min_replay: int = 20_000
+    """streams in the replay before learning starts"""
+    batch_size: int = 128
+    """streams per update"""
+    lr: float = 1e-3
+    adam_eps: float = 1e-8
+    grad_clip: float = 50.0
+    total_steps: int = 200_000
+    """optimizer steps of the whole run (a resumed run counts from its checkpoint)"""
+    max_minutes: float = 0.0
+    """also stop once the run has trained this long, resumed parts included (like total_steps; 0: no
+    limit); the checkpoint is written"""
+    data_ratio: float = 0.0
+    """once learning runs, the producer adds at most this many streams per stream sampled (0: no limit;
+    on a CPU the producer otherwise takes most of the compute from the learner)"""
+    explore: bool = True
+    """blueprint acts with its training Ape-X epsilons (the reference's choice); False: greedy"""
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "32-true"
+    """Lightning precision of the learner ("bf16-mixed" on recent GPUs)"""
+    out_dir: str = "runs/belief"
+    wandb_mode: str = "offline"
+    """offline (default), online or disabled; the WANDB_MODE environment variable wins"""
+    wandb_project: str = "lbs-belief"
+    checkpoint_every: int = 2000
+    """steps between writes of out_dir/latest.pt (also written at the end)"""
+    log_every: int = 50
+    """steps between logged metrics (acceptance and data counters are measured then)"""
+    acceptance_streams: int = 4
+    acceptance_k: int = 16
+    eval_games: int = 1000
+    """held-out greedy blueprint games for the final NLL (0: skip)"""
+    eval_seed: int = 0
+    val_every: int = 2000
+    """steps between validations on val_games greedy games of the validation stream (never a training
+    or final-evaluation deal); the best model so far is written to out_dir/best.pt (0: no validation)"""
+    val_games: int = 500
+
+    def __post_init__(self) -> None:
+        positive = ("games_per_round", "replay_capacity", "min_replay", "batch_size", "total_steps",
+                    "checkpoint_every", "log_every", "acceptance_streams", "acceptance_k")
+        for name in positive:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"BeliefTrainConfig.{name}={v!r}: must be an int >= 1")
+        if self.val_every < 0 or self.val_games < 1:
+            raise ValueError(f"BeliefTrainConfig: val_every={self.val_every} must be >= 0 and val_games="
+                             f"{self.val_games} >= 1")
+        if self.max_len < 0 or self.eval_games < 0:
+            raise ValueError(f"BeliefTrainConfig: max_len={self.max_len} and eval_games={self.eval_games} "
+                             "must be >= 0")
+        if self.min_replay > self.replay_capacity:
+            raise ValueError(f"BeliefTrainConfig.min_replay={self.min_replay} exceeds replay_capacity="
+                             f"{self.replay_capacity}: learning would never start")
+        if not (self.lr > 0 and self.adam_eps > 0 and self.grad_clip > 0):
+            raise ValueError("BeliefTrainConfig: lr, adam_eps and grad_clip must be > 0")
+        if self.data_ratio < 0 or self.max_minutes < 0:
+            raise ValueError(f"BeliefTrainConfig: data_ratio={self.data_ratio} and max_minutes="
+                             f"{self.max_minutes} must be >= 0")
+        if self.wandb_mode not in WANDB_MODES:
+            raise ValueError(f"BeliefTrainConfig.wandb_mode={self.wandb_mode!r}: choose from {WANDB_MODES}")
+
+
+PRESETS: dict[str, BeliefTrainConfig] = {
+    # The reference model (hidden 512, 2-layer LSTM) and the public reference code's optimiser settings.
+    "paper": BeliefTrainConfig(),
+    # Minutes on a 2-core CPU, for a tiny blueprint (e.g. the 2-colour `tiny` blueprint preset).
+    "tiny": BeliefTrainConfig(
+        model=BeliefConfig(hidden=64, mlp_layers=2, lstm_layers=2, decoder_layers=1, card_embed=16),
+        games_per_round=64,
+        max_len=0,
+        replay_capacity=8192,
+        min_replay=512,
+        batch_size=64,
+        data_ratio=0.125,
+        total_steps=3000,
+        checkpoint_every=250,
+        log_every=25,
+        eval_games=500,
+        val_every=500,
+    ),
+}
+
+
+def apply_preset(name: str) -> BeliefTrainConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    return replace(PRESETS[name])

@@ -1,0 +1,275 @@
+"""Belief training (LBS paper, "Belief Learning"): a frozen blueprint plays, a learned belief fits its games.
+
+Data: the blueprint (served by an InferenceServer) plays rounds of `games_per_round` lockstep games in
+a producer thread; every (episode, player) pair becomes one stream (private observations [T, D] and
+the player's true hand [T, H], -1 everywhere after the game ended) in a replay with uniform sampling.
+The trainer (a Lightning module) draws batches of streams and minimises the negative log-likelihood
+per card of the autoregressive BeliefModel. Because the blueprint is frozen the data distribution
+never changes, so the replay is not checkpointed: a resumed run refills it with new games.
+
+Checkpoints (kind "belief") are Lightning checkpoints written atomically by `ckpt.save` through a
+CheckpointIO plugin, plus the belief config, game config, the blueprint's path and sha256, and the
+producer's round counter. Resuming (`BeliefTrainer(cfg, blueprint, resume=path)`, or
+`train/belief.py --resume path`) hands the file to Lightning's `fit(ckpt_path=...)`, which restores the
+weights, the Adam state and the step counter (`global_step`); the producer continues with new deals
+from the stored round counter. `lbs.models.load_belief` rebuilds the model alone for search.
+
+Logged metrics:
+  train/nll_per_card  teacher-forced NLL of the true hand, per held card, on the training batch
+  train/acceptance    fraction of plain belief samples (acceptance_k per position, on acceptance_streams
+                      streams of the batch) that pass the exact validity filter (hints and card counts)
+  replay/size         streams in the replay;  replay/added: streams ever added
+  replay/reuse        streams sampled / streams added (how often the learner sees each stream)
+  data/rounds         self-play rounds played;  data/score: mean blueprint score of the latest round
+  data/streams_per_s  producer throughput since the start of this process
+  val/nll_per_card    every val_every steps, on held-out greedy games (also val/nll_grounded and
+                      val/nll_counting); the best model so far is kept as out_dir/best.pt
+
+Where we differ from the reference: all streams are whole games of at most max_len steps (no
+sequence splitting); batches are sampled uniformly (the reference uses its prioritised replay with
+uniform priorities, which is the same).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.fabric.plugins import CheckpointIO
+from torch.utils.data import DataLoader
+
+from .. import ckpt
+from ..configs import from_dict, to_dict
+from ..hanabi.config import GameConfig
+from ..models.belief import BeliefModel
+from ..models.io import BELIEF_KIND as KIND
+from ..models.io import BLUEPRINT_KIND, check_blueprint_hash, load_blueprint, resolve_device
+from ..rl.actors import ActorConfig
+from ..seeding import Stream
+from .config import BeliefTrainConfig
+from .data import BeliefData, ReplayBatches
+from .evaluate import BeliefEval, evaluate_belief, sample_acceptance
+
+
+# ---- Lightning module and checkpoints ---------------------------------------------------------------
+class BeliefModule(pl.LightningModule):
+    """BeliefModel trained on NLL per card; carries what a belief checkpoint must record."""
+
+    def __init__(self, cfg: BeliefTrainConfig, game: GameConfig, data: BeliefData | None = None,
+                 blueprint: dict[str, str] | None = None):
+        super().__init__()
+        self.cfg, self.game, self.data = cfg, game, data
+        self.blueprint = dict(blueprint or {})
+        self.model = BeliefModel(game, cfg.model)
+        self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps)
+
+    def train_dataloader(self) -> DataLoader:
+        if self.data is None:
+            raise RuntimeError("BeliefModule needs BeliefData to train")
+        return DataLoader(ReplayBatches(self.data, self.cfg.batch_size), batch_size=None, num_workers=0)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self.model.log_prob(batch["priv"], batch["hand"])
+        self.log("train/nll_per_card", out.nll_per_card, prog_bar=True)
+        if self.global_step % self.cfg.log_every == 0:
+            s = self.cfg.acceptance_streams
+            acc = sample_acceptance(self.model, batch["priv"][:s], batch["hand"][:s], self.cfg.acceptance_k,
+                                    self.global_step)
+            self.log("train/acceptance", acc, prog_bar=True)
+            if self.data is not None:
+                self.log_dict(self.data.stats())
+        return out.nll_per_card
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["config"] = to_dict(self.cfg)
+        checkpoint["game"] = self.game.to_dict()
+        checkpoint["blueprint"] = dict(self.blueprint)
+        checkpoint["step"] = self.global_step
+        checkpoint["data"] = {"rounds": self.data.rounds if self.data is not None else 0}
+        checkpoint["validation"] = {"best_nll": self.best_val, "best_step": self.best_step}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.data is not None:
+            self.data.rounds = int(checkpoint["data"]["rounds"])
+        val = checkpoint.get("validation", {})
+        self.best_val, self.best_step = float(val.get("best_nll", math.inf)), int(val.get("best_step", -1))
+
+
+class BeliefCheckpointIO(CheckpointIO):
+    """Lightning checkpoints as atomic lbs checkpoints of kind "belief", checked on load."""
+
+    def __init__(self, game: GameConfig, blueprint_sha256: str | None):
+        self.game, self.sha256 = game, blueprint_sha256
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        ckpt.save(path, KIND, checkpoint)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        blob = ckpt.load(path, KIND, game=self.game.to_dict(), map_location=map_location or "cpu")
+        check_blueprint_hash(blob, path, self.sha256)
+        return blob
+
+    def remove_checkpoint(self, path) -> None:
+        Path(path).unlink(missing_ok=True)
+
+
+class _PeriodicCheckpoint(pl.Callback):
+    """Write out_dir/latest.pt every `every` steps, at the last step, and when training stops early."""
+
+    def __init__(self, path: Path, every: int):
+        self.path, self.every, self.saved_step = path, every, -1
+
+    def _save(self, trainer) -> None:
+        if trainer.global_step != self.saved_step:
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self.saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % self.every == 0 or trainer.global_step >= trainer.max_steps:
+            self._save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        if isinstance(exception, KeyboardInterrupt):
+            self._save(trainer)
+
+
+class _Validation(pl.Callback):
+    """Every `every` steps: score the model on held-out games, log val/*, and write `path` (best.pt)
+    when the NLL per card is the lowest so far. Longer training can overfit a small replay."""
+
+    def __init__(self, score, path: Path, every: int):
+        self.score, self.path, self.every = score, path, every
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % self.every:
+            return
+        ev = self.score(pl_module.model)
+        pl_module.log_dict({"val/nll_per_card": ev.nll_learned, "val/nll_grounded": ev.nll_grounded,
+                            "val/nll_counting": ev.nll_counting})
+        if ev.nll_learned < pl_module.best_val:
+            pl_module.best_val, pl_module.best_step = ev.nll_learned, trainer.global_step
+            trainer.save_checkpoint(self.path, weights_only=False)
+
+
+# ---- the run ---------------------------------------------------------------------------------------
+@dataclass
+class BeliefRunResult:
+    step: int
+    train_nll_per_card: float  # last logged training-batch value
+    eval: BeliefEval | None  # held-out games (None when eval_games = 0)
+    checkpoint: Path
+    best: Path | None = None  # best.pt, the lowest validation NLL (None without validation)
+    best_step: int = -1
+    best_val_nll: float = math.nan
+
+    def __str__(self) -> str:
+        held = f"; held-out {self.eval}" if self.eval is not None else ""
+        if self.best is not None:
+            held += f"; best validation NLL {self.best_val_nll:.4f} at step {self.best_step} ({self.best})"
+        train = (f"train NLL per card {self.train_nll_per_card:.4f}" if math.isfinite(self.train_nll_per_card)
+                 else "no training step in this session")
+        return f"step {self.step}: {train}{held}"
+
+
+class BeliefTrainer:
+    """One belief run for one blueprint checkpoint: data producer, Lightning trainer, checkpoints, logs."""
+
+    def __init__(self, cfg: BeliefTrainConfig, blueprint: str | Path, resume: str | Path | None = None,
+                 progress: bool = True):
+        self.cfg, self.progress = cfg, progress
+        self.device = resolve_device(cfg.device)
+        self.blueprint_path = Path(blueprint)
+        if not self.blueprint_path.is_file():
+            raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
+        self.game, self.net = load_blueprint(self.blueprint_path, device=self.device)
+        bp_actor = from_dict(ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
+        sha = ckpt.file_hash(self.blueprint_path)
+        self.resume = Path(resume) if resume else None
+        start_round = 0
+        if self.resume is not None:
+            blob = ckpt.load(self.resume, KIND, game=self.game.to_dict())
+            check_blueprint_hash(blob, self.resume, sha, self.blueprint_path)
+            stored = from_dict(BeliefTrainConfig, blob["config"])
+            if stored.model != cfg.model:
+                raise ckpt.CheckpointError(f"{self.resume} was trained with model {stored.model}, "
+                                           f"this run uses {cfg.model}")
+            start_round = int(blob["data"]["rounds"])
+        pl.seed_everything(cfg.seed, verbose=False)
+        self.data = BeliefData(cfg, self.game, self.net, bp_actor, self.device, start_round)
+        self.module = BeliefModule(cfg, self.game, self.data,
+                                   {"path": str(self.blueprint_path.resolve()), "sha256": sha})
+        self.out = Path(cfg.out_dir)
+        self._io = BeliefCheckpointIO(self.game, sha)
+
+    def _trainer(self) -> pl.Trainer:
+        from lightning.pytorch.callbacks import TQDMProgressBar
+        from lightning.pytorch.loggers import WandbLogger
+
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        logger = WandbLogger(project=cfg.wandb_project, save_dir=str(self.out), name=self.out.name,
+                             mode=os.environ.get("WANDB_MODE", cfg.wandb_mode))  # the environment wins
+        logger.log_hyperparams({**to_dict(cfg), "game": self.game.to_dict(),
+                                "blueprint": self.module.blueprint})
+        callbacks: list = []
+        if cfg.val_every:  # before latest.pt is written, so latest.pt knows the best of its own step
+            callbacks.append(_Validation(self.validate, self.out / "best.pt", cfg.val_every))
+        callbacks.append(_PeriodicCheckpoint(self.out / "latest.pt", cfg.checkpoint_every))
+        if self.progress:
+            callbacks.append(TQDMProgressBar(refresh_rate=max(1, min(cfg.log_every, 10))))
+        max_time = {"minutes": cfg.max_minutes} if cfg.max_minutes else None
+        return pl.Trainer(
+            accelerator="gpu" if self.device.type == "cuda" else "cpu", devices=1, max_steps=cfg.total_steps,
+            max_epochs=-1, max_time=max_time, precision=cfg.precision, logger=logger, callbacks=callbacks,
+            plugins=[self._io], enable_progress_bar=self.progress,
+            enable_checkpointing=False, enable_model_summary=False, gradient_clip_val=cfg.grad_clip,
+            log_every_n_steps=cfg.log_every, num_sanity_val_steps=0, default_root_dir=str(self.out),
+            use_distributed_sampler=False,
+        )
+
+    def validate(self, model: BeliefModel) -> BeliefEval:
+        """NLL on val_games greedy games of the validation stream (disjoint from the final evaluation)."""
+        cfg, dev = self.cfg, self.device
+        return evaluate_belief(self.game, model, self.net.step, lambda b: self.net.initial_state(b, dev),
+                               cfg.val_games, cfg.eval_seed, batch=min(cfg.val_games, 500),
+                               max_len=self.data.max_len, device=dev, stream=Stream.BELIEF_VAL)
+
+    def run(self) -> BeliefRunResult:
+        """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games."""
+        with warnings.catch_warnings():
+            for msg in (".*does not have many workers.*", ".*resuming from a checkpoint that ended before.*",
+                        ".*could not determine the length.*"):
+                warnings.filterwarnings("ignore", message=msg)
+            trainer = self._trainer()
+            try:
+                trainer.fit(self.module, ckpt_path=str(self.resume) if self.resume else None)
+            finally:
+                self.data.close()
+                import wandb
+
+                wandb.finish()
+        nll = trainer.callback_metrics.get("train/nll_per_card")
+        result = None
+        if self.cfg.eval_games:
+            result = evaluate_belief(self.game, self.module.model.to(self.device), self.net.step,
+                                     lambda b: self.net.initial_state(b, self.device), self.cfg.eval_games,
+                                     self.cfg.eval_seed, batch=min(self.cfg.eval_games, 500),
+                                     max_len=self.data.max_len, device=self.device)
+        best = self.out / "best.pt"
+        m = self.module
+        return BeliefRunResult(step=trainer.global_step, train_nll_per_card=float(nll) if nll is not None
+                               else math.nan, eval=result, checkpoint=self.out / "latest.pt",
+                               best=best if m.best_step >= 0 and best.is_file() else None,
+                               best_step=m.best_step, best_val_nll=m.best_val)

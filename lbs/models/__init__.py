@@ -1,0 +1,24 @@
+"""Networks (Q-networks, the belief model, test doubles) and loading them from checkpoints.
+
+Nothing here imports a trainer, Lightning or wandb: search and evaluation load models from here.
+"""
+
+from .belief import BeliefConfig, BeliefModel
+from .doubles import FixedQNet
+from .io import BELIEF_KIND, BLUEPRINT_KIND, load_belief, load_blueprint, resolve_device
+from .qnet import HiddenState, NetConfig, QNet, make_qnet
+
+__all__ = [
+    "BELIEF_KIND",
+    "BLUEPRINT_KIND",
+    "BeliefConfig",
+    "BeliefModel",
+    "FixedQNet",
+    "HiddenState",
+    "NetConfig",
+    "QNet",
+    "load_belief",
+    "load_blueprint",
+    "make_qnet",
+    "resolve_device",
+]

@@ -1,0 +1,87 @@
+"""Loading shipped and trained models, and choosing the device: what search and evaluation need
+without importing a trainer.
+
+A checkpoint carries its configs, so the file alone rebuilds its model. Blueprint files (kind
+"blueprint") hold the trainer's config with `game` and `net`, and the weights under `model`; belief
+files (kind "belief") hold the belief trainer's config with `model`, the game, the weights under
+`state_dict` (prefixed "model.") and the blueprint's path and sha256.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .. import ckpt
+from ..configs import from_dict
+from ..hanabi.config import GameConfig
+from .belief import BeliefConfig, BeliefModel
+from .qnet import NetConfig, QNet, make_qnet
+
+BLUEPRINT_KIND, BELIEF_KIND = "blueprint", "belief"
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks CUDA when present; asking for CUDA where there is none is a user error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+    return torch.device(name)
+
+
+def _float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Shipped files are fp16; models run in fp32."""
+    return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
+
+
+def load_blueprint(path: str | Path, device: torch.device | str = "cpu",
+                   game: GameConfig | None = None) -> tuple[GameConfig, QNet]:
+    """(GameConfig, network in eval mode on `device`) from a blueprint checkpoint; weights as float32.
+    With game, the stored game config must equal it (ckpt.CheckpointError otherwise)."""
+    blob = ckpt.load(path, BLUEPRINT_KIND, game=game.to_dict() if game else None, map_location="cpu")
+    try:
+        stored_game = GameConfig.from_dict(blob["config"]["game"])
+        net = make_qnet(stored_game, from_dict(NetConfig, blob["config"]["net"]))
+        net.load_state_dict(_float_weights(blob["model"]))
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise ckpt.CheckpointError(f"{path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
+    return stored_game, net.to(device).eval()
+
+
+def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
+                         blueprint: str | Path = "") -> None:
+    """A belief is only valid for the exact blueprint whose games it learned from."""
+    stored = blob.get("blueprint", {})
+    if sha256 is not None and stored.get("sha256") != sha256:
+        given = f" ({blueprint})" if blueprint else ""
+        want = str(stored.get("sha256"))[:16]
+        raise ckpt.CheckpointError(
+            f"{path} was trained for blueprint {stored.get('path')!r} (sha256 {want}...), but the blueprint "
+            f"given{given} has sha256 {sha256[:16]}...: a different blueprint file"
+        )
+
+
+def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game: GameConfig | None = None,
+                device: torch.device | str = "cpu") -> tuple[GameConfig, BeliefModel]:
+    """(GameConfig, BeliefModel in eval mode on `device`) from a belief checkpoint.
+
+    With blueprint_path, that file's sha256 must be the one the belief was trained for; with game, the
+    stored game config must equal it. Either mismatch raises ckpt.CheckpointError.
+    """
+    blob = ckpt.load(path, BELIEF_KIND, game=game.to_dict() if game else None, map_location="cpu")
+    if blueprint_path is not None:
+        bp = Path(blueprint_path)
+        if not bp.is_file():
+            raise ckpt.CheckpointError(f"blueprint checkpoint not found: {bp}")
+        check_blueprint_hash(blob, path, ckpt.file_hash(bp), bp)
+    try:
+        stored_game = GameConfig.from_dict(blob["game"])
+        model = BeliefModel(stored_game, from_dict(BeliefConfig, blob["config"]["model"]))
+        weights = {k.removeprefix("model."): v for k, v in blob["state_dict"].items()
+                   if k.startswith("model.")}
+        model.load_state_dict(_float_weights(weights))
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise ckpt.CheckpointError(f"{path}: not a loadable belief ({type(e).__name__}: {e})") from e
+    return stored_game, model.to(device).eval()

@@ -1,0 +1,256 @@
+"""Q-networks for Hanabi: public-LSTM, plain LSTM, feed-forward.
+
+Actions: A = game.num_actions = num_moves + 1, the last being the no-op of a seat that is not to move
+(lbs.acting holds the acting rules; the networks only need the count).
+
+Network interface (every kind, batch-first; one batch row is one (game, player) stream):
+  priv [B, T, private_dim] canonical observation, publ [B, T, public_dim], legal [B, T, A] bool,
+  hid = HiddenState(h, c) each [layers, B, hidden];
+  forward(priv, publ, legal, hid) -> (q [B, T, A] unmasked, hid);  step(...) the same without T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..hanabi.config import GameConfig
+
+KINDS = ("publ_lstm", "lstm", "ff")
+AUX_PLAYABLE, AUX_PLAYED, AUX_OTHER, AUX_EMPTY = 0, 1, 2, -1
+AUX_CLASSES = 3
+
+
+class HiddenState(NamedTuple):
+    """Recurrent state (h, c), each [layers, B, hidden]; a plain tuple anywhere one is expected.
+
+    A named type so batching code (the inference server) can tell it from a tuple of outputs: its
+    batch dimension is 1, not 0.
+    """
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+
+WithState = tuple[torch.Tensor, HiddenState]  # (output, new recurrent state)
+
+
+# ---- config --------------------------------------------------------------------------------------
+@dataclass
+class NetConfig:
+    """Q-network shape; sizes of inputs and outputs come from the GameConfig."""
+
+    kind: str = "publ_lstm"
+    """publ_lstm (LBS paper: private MLP x public LSTM), lstm (LSTM over the private MLP) or ff (Ape-X)"""
+    hidden: int = 512
+    """width of every hidden layer and of the LSTM"""
+    lstm_layers: int = 2
+    """stacked LSTM layers (ignored by ff)"""
+    mlp_layers: int = 3
+    """Linear+ReLU layers over the private observation"""
+    aux_head: bool = False
+    """add the auxiliary head: per own card playable / already played / other"""
+    dueling: bool = True
+    """Q = V + A - mean of A over legal actions; False: Q = A"""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"NetConfig.kind={self.kind!r}: must be one of {KINDS}")
+        for name in ("hidden", "lstm_layers", "mlp_layers"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"NetConfig.{name}={v!r}: must be an int >= 1")
+        for name in ("aux_head", "dueling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"NetConfig.{name}={getattr(self, name)!r}: must be a bool")
+
+
+# ---- building blocks -----------------------------------------------------------------------------
+def mlp(d_in: int, hidden: int, layers: int) -> nn.Sequential:
+    """layers x (Linear, ReLU)."""
+    mods: list[nn.Module] = []
+    for i in range(layers):
+        mods += [nn.Linear(d_in if i == 0 else hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*mods)
+
+
+class QHead(nn.Module):
+    """Dueling (or plain) head: features [..., hidden] -> Q [..., A]."""
+
+    def __init__(self, hidden: int, actions: int, dueling: bool):
+        super().__init__()
+        self.adv = nn.Linear(hidden, actions)
+        self.value = nn.Linear(hidden, 1) if dueling else None
+
+    def forward(self, o: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        a = self.adv(o)
+        if self.value is None:
+            return a
+        m = legal.to(a.dtype)
+        mean = (a * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+        # Subtracting the mean over *legal* actions only keeps V the average legal Q.
+        return self.value(o) + a - mean
+
+
+def _check_inputs(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, seq: bool) -> None:
+    want = 3 if seq else 2
+    what = "[B, T, D]" if seq else "[B, D]"
+    g = net.game
+    dims = (("priv", priv, g.private_dim), ("publ", publ, g.public_dim), ("legal", legal, net.num_actions))
+    for name, x, d in dims:
+        if x.dim() != want or x.shape[-1] != d:
+            raise ValueError(f"{name} must be {what} with D={d}, got {tuple(x.shape)}")
+    if not (priv.shape[:-1] == publ.shape[:-1] == legal.shape[:-1]):
+        raise ValueError(f"priv/publ/legal disagree on leading dims: {tuple(priv.shape)}, "
+                         f"{tuple(publ.shape)}, {tuple(legal.shape)}")
+
+
+class QNet(nn.Module):
+    """Base class: the shared interface. Subclasses define _features (and the public split where valid)."""
+
+    hidden_is_public: bool = False
+    """True when the recurrent state depends on public features only, so search can advance it once
+    (advance_public / public_out) and evaluate many candidate hands with q_from_public."""
+
+    def __init__(self, game: GameConfig, cfg: NetConfig, layers: int):
+        super().__init__()
+        self.game, self.cfg = game, cfg
+        self.num_actions = game.num_actions
+        self.layers = layers
+        self.head = QHead(cfg.hidden, self.num_actions, cfg.dueling)
+        self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.head.adv.weight.dtype
+
+    def initial_state(self, batch: int, device: torch.device | str | None = None) -> HiddenState:
+        """Zero state [layers, batch, hidden] (layers = 0 for the feed-forward net)."""
+        device = self.head.adv.weight.device if device is None else device
+        z = torch.zeros(self.layers, batch, self.cfg.hidden, device=device, dtype=self.dtype)
+        return HiddenState(z, z.clone())
+
+    def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
+        raise NotImplementedError
+
+    def forward(
+        self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
+    ) -> WithState:
+        """Sequences [B, T, ...] -> (q [B, T, A], hid after the last step)."""
+        _check_inputs(self, priv, publ, legal, seq=True)
+        o, hid = self._features(priv.to(self.dtype), publ.to(self.dtype), hid)
+        return self.head(o, legal), hid
+
+    def forward_aux(
+        self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
+    ) -> tuple[torch.Tensor, HiddenState, torch.Tensor]:
+        """(q, hid, auxiliary logits [B, T, hand_size, 3] over aux_targets' classes); needs aux_head."""
+        if self.aux is None:
+            raise ValueError("forward_aux needs NetConfig.aux_head=True")
+        _check_inputs(self, priv, publ, legal, seq=True)
+        o, hid = self._features(priv.to(self.dtype), publ.to(self.dtype), hid)
+        logits = self.aux(o).unflatten(-1, (self.game.hand_size, AUX_CLASSES))
+        return self.head(o, legal), hid, logits
+
+    def step(
+        self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
+    ) -> WithState:
+        """One time step: [B, D] inputs -> (q [B, A], hid)."""
+        _check_inputs(self, priv, publ, legal, seq=False)
+        q, hid = self.forward(priv[:, None], publ[:, None], legal[:, None], hid)
+        return q[:, 0], hid
+
+    # -- public split (valid only where hidden_is_public) --
+    def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
+        """Public features [B, T, Dp] (or [B, Dp]) -> (public output [B, T, hidden] (or [B, hidden]), hid)."""
+        raise TypeError(f"{type(self).__name__}'s recurrent state depends on private features; "
+                        "run forward per candidate hand instead")
+
+    def advance_public(self, publ: torch.Tensor, hid: tuple) -> HiddenState:
+        """Advance the recurrent state on public features only (one call serves every candidate hand)."""
+        return self.public_out(publ, hid)[1]
+
+    def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        """Q [..., A] for private observations [..., D] against a public output [..., hidden]
+        (broadcast: e.g. priv [B, K, D] for K candidate hands with publ_out [B, 1, hidden])."""
+        raise TypeError(f"{type(self).__name__} has no public/private split")
+
+    def _public_in(self, publ: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        if publ.dim() not in (2, 3) or publ.shape[-1] != self.game.public_dim:
+            raise ValueError(f"publ must be [B, T, {self.game.public_dim}] or [B, {self.game.public_dim}], "
+                             f"got {tuple(publ.shape)}")
+        one = publ.dim() == 2
+        return (publ[:, None] if one else publ).to(self.dtype), one
+
+
+class PublicLSTMQNet(QNet):
+    """LBS paper Fig. 2A: private MLP over the full observation times a public LSTM over public features.
+
+    The recurrent state sees public features only, so one state serves every hand a player might hold.
+    """
+
+    hidden_is_public = True
+
+    def __init__(self, game: GameConfig, cfg: NetConfig):
+        super().__init__(game, cfg, cfg.lstm_layers)
+        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
+        self.publ_net = mlp(game.public_dim, cfg.hidden, 1)
+        self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
+
+    def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
+        x, one = self._public_in(publ)
+        out, (h, c) = self.lstm(self.publ_net(x), tuple(hid))
+        return (out[:, 0] if one else out), HiddenState(h, c)
+
+    def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        return self.head(self.priv_net(priv.to(self.dtype)) * publ_out, legal)
+
+    def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
+        publ_out, hid = self.public_out(publ, hid)
+        return self.priv_net(priv) * publ_out, hid
+
+
+class LSTMQNet(QNet):
+    """R2D2's usual net: MLP over the private observation, LSTM over that (state depends on private info)."""
+
+    def __init__(self, game: GameConfig, cfg: NetConfig):
+        super().__init__(game, cfg, cfg.lstm_layers)
+        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
+        self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
+
+    def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
+        out, (h, c) = self.lstm(self.priv_net(priv), tuple(hid))
+        return out, HiddenState(h, c)
+
+
+class FFQNet(QNet):
+    """Feed-forward dueling net over the private observation (SPARTA paper's Ape-X blueprint).
+
+    Its state has zero layers ([0, B, hidden]): tuple-compatible and carried through unchanged.
+    """
+
+    hidden_is_public = True  # trivially: there is no state
+
+    def __init__(self, game: GameConfig, cfg: NetConfig):
+        super().__init__(game, cfg, 0)
+        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
+
+    def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
+        x, one = self._public_in(publ)
+        out = x.new_ones(*x.shape[:-1], 1)  # a neutral factor: Q depends on priv only
+        return (out[:, 0] if one else out), HiddenState(*hid)
+
+    def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        return self.head(self.priv_net(priv.to(self.dtype)) * publ_out, legal)
+
+    def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
+        return self.priv_net(priv), HiddenState(*hid)
+
+
+def make_qnet(game: GameConfig, cfg: NetConfig | None = None) -> QNet:
+    """Build the Q-network named by cfg.kind (default NetConfig())."""
+    cfg = NetConfig() if cfg is None else cfg
+    return {"publ_lstm": PublicLSTMQNet, "lstm": LSTMQNet, "ff": FFQNet}[cfg.kind](game, cfg)

@@ -1,0 +1,385 @@
+"""Blueprint training: R2D2 + VDN self-play on one device, learner on Lightning Fabric.
+
+Acting and learning interleave in one process: a round of self-play (N games, up to max_len steps)
+goes into prioritized replay, then `updates_per_round` learner updates run. The acting copy of the
+network lives in the InferenceServer and is refreshed every `actor_sync` updates.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from .. import ckpt
+from ..configs import from_dict, to_dict
+from ..hanabi.config import GameConfig
+from ..hanabi.encode import public_features
+from ..hanabi.rng import hash_keys
+from ..infer import InferenceServer
+from ..models.io import BLUEPRINT_KIND as KIND
+from ..models.io import resolve_device
+from ..models.qnet import NetConfig, make_qnet
+from ..scoring import EvalResult, evaluate
+from ..seeding import Stream, game_seeds
+from .actors import ActorConfig, run_round
+from .r2d2 import apex_epsilons, r2d2_loss
+from .replay import PrioritizedReplay
+
+
+@dataclass
+class TrainConfig:
+    """Everything a blueprint run depends on; stored in every checkpoint."""
+
+    game: GameConfig = field(default_factory=GameConfig)
+    net: NetConfig = field(default_factory=NetConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    lr: float = 6.25e-5
+    """Adam learning rate"""
+    adam_eps: float = 1.5e-5
+    grad_clip: float = 5.0
+    gamma: float = 0.999
+    n_step: int = 3
+    batch_size: int = 128
+    """sequences per learner update"""
+    replay_capacity: int = 100_000
+    """episodes"""
+    min_replay: int = 1024
+    """episodes in replay before learning starts"""
+    alpha: float = 0.9
+    beta: float = 0.6
+    eta: float = 0.9
+    """priority = eta * max|td| + (1 - eta) * mean|td|"""
+    target_sync: int = 2500
+    """updates between target-network copies"""
+    actor_sync: int = 10
+    """updates between refreshes of the acting weights"""
+    updates_per_round: int = 16
+    """act/learn ratio: learner updates per self-play round"""
+    total_updates: int = 1_000_000
+    max_minutes: float = 0.0
+    """stop after this wall time (0: no limit)"""
+    eval_every: int = 2000
+    """updates between greedy evaluations"""
+    eval_games: int = 1000
+    checkpoint_minutes: float = 5.0
+    out_dir: str = "runs/blueprint"
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "32-true"
+    """Fabric precision for the learner ("bf16-mixed" on recent GPUs)"""
+    wandb_mode: str = "offline"
+    """offline (default), online, or disabled"""
+    wandb_project: str = "lbs-blueprint"
+
+
+PRESETS: dict[str, TrainConfig] = {
+    "paper": TrainConfig(),
+    # About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
+    # play and the scripted "safe play" heuristic (experiments/results/learning_curve_tiny.md).
+    "tiny": TrainConfig(
+        game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
+        net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
+        actor=ActorConfig(num_games=32, max_len=16),
+        lr=1e-3,
+        adam_eps=1e-8,
+        gamma=0.99,
+        batch_size=32,
+        replay_capacity=1024,
+        min_replay=64,
+        target_sync=50,
+        actor_sync=1,
+        updates_per_round=4,
+        total_updates=1500,
+        eval_every=100,
+        eval_games=500,
+        checkpoint_minutes=1.0,
+    ),
+    # The 2-colour game with a mid-sized network: tens of minutes on a CPU.
+    "small": TrainConfig(
+        game=GameConfig(players=2, colors=2, ranks=5),
+        net=NetConfig(hidden=64, lstm_layers=1, mlp_layers=2),
+        actor=ActorConfig(num_games=64, max_len=40),
+        lr=1e-3,
+        adam_eps=1e-8,
+        gamma=0.99,
+        batch_size=32,
+        replay_capacity=4096,
+        min_replay=256,
+        target_sync=100,
+        actor_sync=1,
+        updates_per_round=4,
+        total_updates=20000,
+        eval_every=250,
+        eval_games=500,
+        checkpoint_minutes=2.0,
+    ),
+}
+
+
+def replay_spec(cfg: TrainConfig) -> dict[str, tuple]:
+    """Stored fields of one episode: observations as uint8 (one byte a feature), floats on sampling."""
+    g, t = cfg.game, cfg.actor.max_len
+    a = g.num_actions
+    return {
+        "priv": ((t, g.players, g.obs_dim), torch.uint8, torch.float32),
+        "legal": ((t, g.players, a), torch.bool),
+        "action": ((t, g.players), torch.long),
+        "reward": ((t,), torch.float32),
+        "terminal": ((t,), torch.bool),
+        "mask": ((t,), torch.bool),
+        "own_hand": ((t, g.players, g.hand_size), torch.int8, torch.long),
+    } | ({"aux_target": ((t, g.players, g.hand_size), torch.int8, torch.long)} if cfg.net.aux_head else {})
+
+
+class Trainer:
+    """One blueprint run: self-play, replay, R2D2 learner, evaluation, checkpoints, logging."""
+
+    def __init__(self, cfg: TrainConfig, resume: str | Path | None = None, progress: bool = True):
+        from lightning.fabric import Fabric
+
+        self.cfg, self.progress = cfg, progress
+        self.device = resolve_device(cfg.device)
+        self.fabric = Fabric(
+            accelerator="cuda" if self.device.type == "cuda" else "cpu", devices=1, precision=cfg.precision
+        )
+        self.fabric.seed_everything(cfg.seed, verbose=False)
+        net = make_qnet(cfg.game, cfg.net)
+        self.target = copy.deepcopy(net).to(self.device).requires_grad_(False)
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.net, self.opt = self.fabric.setup(net, opt)
+        if cfg.net.aux_head:  # route the aux forward through Fabric's wrapper (autocast, DDP)
+            self.net.mark_forward_method("forward_aux")
+        self.replay = PrioritizedReplay(
+            cfg.replay_capacity,
+            replay_spec(cfg),
+            device=self.device,
+            alpha=cfg.alpha,
+            beta=cfg.beta,
+            seed=cfg.seed,
+        )
+        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device)
+        self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
+        self.best = -math.inf
+        self.history: list[dict] = []
+        self.out = Path(cfg.out_dir)
+        if resume:
+            self._load(resume)
+        self.server.update_weights(self._module().state_dict())
+        self._eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
+
+    def _module(self) -> torch.nn.Module:
+        return self.net.module if hasattr(self.net, "module") else self.net
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def _payload(self) -> dict:
+        return {
+            "config": to_dict(self.cfg),
+            "game": self.cfg.game.to_dict(),
+            "model": self._module().state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "replay": self.replay.state_dict(include_data=False),
+            "counters": dict(self.counters),
+            "best": self.best,
+            "history": self.history,
+        }
+
+    def save(self, name: str) -> Path:
+        return ckpt.save(self.out / name, KIND, self._payload())
+
+    def _load(self, path: str | Path) -> None:
+        blob = ckpt.load(path, KIND, game=self.cfg.game.to_dict(), map_location=self.device)
+        stored = from_dict(TrainConfig, blob["config"])
+        if stored.net != self.cfg.net:
+            raise ckpt.CheckpointError(
+                f"{path} was trained with net {stored.net}, this run uses {self.cfg.net}"
+            )
+        self._module().load_state_dict(blob["model"])
+        self.target.load_state_dict(blob["target"])
+        self.opt.load_state_dict(blob["optimizer"])
+        self.replay.load_state_dict(blob["replay"])
+        self.counters.update(blob["counters"])
+        self.best = blob["best"]
+        self.history = list(blob["history"])
+
+    # ---- acting --------------------------------------------------------------------------------
+    def _q_fn(self, priv, publ, legal, hid):
+        return self.server.step(priv, publ, legal, hid)
+
+    def _init_hidden(self, rows: int):
+        return self.server.initial_state(rows)
+
+    def act_round(self) -> dict[str, torch.Tensor]:
+        cfg, r = self.cfg, self.counters["rounds"]
+        n = cfg.actor.num_games
+        seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n, device=self.device)
+        draw = hash_keys(seeds, torch.full_like(seeds, r)) % n  # Ape-X rate per game, re-drawn each round
+        eps = self._eps_ladder.to(self.device)[draw].float()
+        with torch.no_grad():
+            episodes, stats = run_round(
+                cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head
+            )
+            prio = self._priorities(episodes)
+        self.replay.add(episodes, prio)
+        self.counters["rounds"] += 1
+        self.counters["episodes"] += n
+        self.counters["actor_steps"] += int(episodes["mask"].sum())
+        return stats
+
+    def _priorities(self, episodes: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Initial priorities from the learner's own TD errors on the fresh episodes."""
+        w = torch.ones(episodes["mask"].shape[0], device=self.device)
+        batch = dict(episodes, priv=episodes["priv"].float())
+        return self._loss(batch, w)[1]
+
+    def _loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor):
+        cfg = self.cfg
+        return r2d2_loss(
+            self.net, self.target, batch, w, cfg.gamma, cfg.n_step, eta=cfg.eta, public_fn=self._public
+        )
+
+    def _public(self, priv: torch.Tensor) -> torch.Tensor:
+        return public_features(self.cfg.game, priv)
+
+    # ---- learning ------------------------------------------------------------------------------
+    def update(self) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        batch, idx, w = self.replay.sample(cfg.batch_size)
+        loss, prio, stats = self._loss(batch, w)
+        self.opt.zero_grad(set_to_none=True)
+        self.fabric.backward(loss)
+        self.fabric.clip_gradients(self.net, self.opt, max_norm=cfg.grad_clip)
+        self.opt.step()
+        self.replay.update_priorities(idx, prio.detach())
+        self.counters["updates"] += 1
+        u = self.counters["updates"]
+        if u % cfg.target_sync == 0:
+            self.target.load_state_dict(self._module().state_dict())
+        if u % cfg.actor_sync == 0:
+            self.server.update_weights(self._module().state_dict())
+        return {"loss": loss.detach(), **stats}  # 0-d tensors: read them only when logging (a host sync)
+
+    def evaluate(self, games: int | None = None) -> EvalResult:
+        net = self._module()
+        net.eval()
+        res = evaluate(
+            self.cfg.game,
+            net.step,
+            lambda b: net.initial_state(b, self.device),
+            games=games or self.cfg.eval_games,
+            seed=self.cfg.seed,
+            batch=min(games or self.cfg.eval_games, 1000),
+            device=self.device,
+            stream=Stream.BLUEPRINT_VAL,
+        )
+        net.train()
+        return res
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def run(self) -> EvalResult:
+        import wandb
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        run = wandb.init(
+            project=cfg.wandb_project,
+            mode=os.environ.get("WANDB_MODE", cfg.wandb_mode),  # the environment wins (tests: disabled)
+            dir=str(self.out),
+            config=to_dict(cfg),
+            name=self.out.name,
+            resume="allow",
+        )
+        start = time.time() - self.counters["wall_seconds"]
+        last_ckpt = time.time()
+        last_eval = self.counters["updates"] // cfg.eval_every
+        bar = tqdm(
+            total=cfg.total_updates,
+            initial=self.counters["updates"],
+            disable=not self.progress,
+            desc="updates",
+            dynamic_ncols=True,
+        )
+        t_act = t_learn = 0.0
+        steps_at, seqs = self.counters["actor_steps"], 0
+        result = None
+        on_term = _interrupt_on_sigterm()
+        start_msg = f"lbs: blueprint run in {self.out} from update {self.counters['updates']}"
+        print(start_msg, file=sys.stderr, flush=True)
+        try:
+            while self.counters["updates"] < cfg.total_updates:
+                if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
+                    break
+                t0 = time.time()
+                stats = self.act_round()
+                t_act += time.time() - t0
+                if len(self.replay) < cfg.min_replay:
+                    continue
+                t0 = time.time()
+                for _ in range(cfg.updates_per_round):
+                    info = self.update()
+                    seqs += cfg.batch_size
+                    bar.update(1)
+                t_learn += time.time() - t0
+                u = self.counters["updates"]
+                log = {"train/" + k: float(v) for k, v in info.items()} | {
+                    "act/score": float(stats["score"].float().mean()),
+                    "act/actor_steps_per_s": (self.counters["actor_steps"] - steps_at) / max(t_act, 1e-9),
+                    "learn/seqs_per_s": seqs / max(t_learn, 1e-9),
+                    "replay/size": len(self.replay),
+                    "counters/episodes": self.counters["episodes"],
+                }
+                if u // cfg.eval_every > last_eval:
+                    last_eval = u // cfg.eval_every
+                    result = self.evaluate()
+                    log |= {f"eval/{k}": v for k, v in result.to_dict().items()}
+                    self.history.append(
+                        {"updates": u, "wall_seconds": time.time() - start, **result.to_dict()}
+                    )
+                    bar.write(f"[{u} updates] {result}")
+                    if result.mean > self.best:
+                        self.best = result.mean
+                        self.counters["wall_seconds"] = time.time() - start
+                        self.save("best.pt")
+                run.log(log, step=u)
+                bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log['act/score']:.2f}")
+                if time.time() - last_ckpt > 60 * cfg.checkpoint_minutes:
+                    self.counters["wall_seconds"] = time.time() - start
+                    self.save("latest.pt")
+                    last_ckpt = time.time()
+        finally:
+            on_term()
+            self.counters["wall_seconds"] = time.time() - start
+            self.save("latest.pt")
+            bar.close()
+            run.finish()
+            self.server.close()
+        return result if result is not None else self.evaluate()
+
+
+def _interrupt_on_sigterm():
+    """Make `kill` behave like Ctrl-C (the loop's finally writes latest.pt); returns the undo."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def apply_preset(name: str) -> TrainConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    return replace(PRESETS[name])

@@ -1,0 +1,216 @@
+"""Q-networks: shapes for every kind and player count, masking, the dueling mean, the public/private
+split search relies on, sequence == stepping, the fixed double."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import CONFIGS, FULL_GAMES
+
+from lbs.acting import greedy, legal_with_noop
+from lbs.hanabi import GameConfig, encode, engine, public_features
+from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
+from lbs.models.qnet import KINDS, QHead
+
+SMALL = dict(hidden=32, lstm_layers=2, mlp_layers=2)
+
+
+def small_net(game: GameConfig, kind: str, **kw) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return make_qnet(game, NetConfig(kind=kind, **{**SMALL, **kw})).eval()
+
+
+def rollout(game: GameConfig, batch: int, steps: int, seed: int = 0, observe: bool = True):
+    """Random play: per step (state, priv [B, P, D], publ, legal [B, P, A]), finished games included."""
+    state = engine.reset(game, torch.arange(batch) + 1000 * seed)
+    out = []
+    for t in range(steps):
+        priv = encode(game, state) if observe else None
+        publ = public_features(game, priv) if observe else None
+        out.append((state, priv, publ, legal_with_noop(game, state)))
+        state = engine.step(game, state, engine.random_moves(game, state, torch.arange(batch) + 7 * t))[0]
+    return out
+
+
+def sequences(game: GameConfig, batch: int, steps: int, seed: int = 0):
+    """Rows = (game, seat) streams: priv [B*P, T, D], publ [B*P, T, Dp], legal [B*P, T, A]."""
+    tr = rollout(game, batch, steps, seed)
+    priv, publ, legal = (torch.stack([x[i] for x in tr], 2).flatten(0, 1) for i in (1, 2, 3))
+    return priv, publ, legal
+
+
+
+# ---- networks ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(FULL_GAMES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_shapes(kind: str, name: str) -> None:
+    game = FULL_GAMES[name]
+    net = small_net(game, kind, aux_head=True)
+    priv, publ, legal = sequences(game, 2, 4)
+    rows, t, a = priv.shape[0], priv.shape[1], game.num_actions
+    assert rows == 2 * game.players and priv.shape[2] == game.private_dim and publ.shape[2] == game.public_dim
+    hid = net.initial_state(rows)
+    layers = 0 if kind == "ff" else SMALL["lstm_layers"]
+    assert isinstance(hid, HiddenState) and hid.h.shape == hid.c.shape == (layers, rows, SMALL["hidden"])
+    q, hid2 = net(priv, publ, legal, hid)
+    assert q.shape == (rows, t, a) and q.dtype == torch.float32 and torch.isfinite(q).all()
+    assert hid2.h.shape == hid.h.shape and hid2.c.shape == hid.c.shape
+    qs, _ = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid)
+    assert qs.shape == (rows, a)
+    q3, hid3, aux = net.forward_aux(priv, publ, legal, hid)
+    assert torch.equal(q3, q) and aux.shape == (rows, t, game.hand_size, 3)
+    # uint8 observations (as stored in replay) give the same Q as float ones
+    q8, _ = net(priv.to(torch.uint8), publ.to(torch.uint8), legal, hid)
+    assert torch.equal(q8, q)
+
+
+def test_bad_inputs_raise() -> None:
+    game = CONFIGS["p2_c2"]
+    net = small_net(game, "publ_lstm")
+    priv, publ, legal = sequences(game, 1, 2)
+    hid = net.initial_state(priv.shape[0])
+    with pytest.raises(ValueError, match="publ must be"):
+        net(priv, priv, legal, hid)
+    with pytest.raises(ValueError, match="legal must be"):
+        net(priv, publ, legal[..., :-1], hid)
+    with pytest.raises(ValueError, match=r"priv must be \[B, D\]"):
+        net.step(priv, publ, legal, hid)
+    with pytest.raises(ValueError, match="aux_head"):
+        net.forward_aux(priv, publ, legal, hid)
+    with pytest.raises(TypeError, match="private features"):
+        small_net(game, "lstm").advance_public(publ, hid)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("kind", "gru"), ("hidden", 0), ("lstm_layers", 1.5), ("mlp_layers", 0), ("aux_head", "yes"),
+     ("dueling", 1)],
+)
+def test_netconfig_validation(field: str, value) -> None:
+    with pytest.raises(ValueError, match=f"NetConfig.{field}"):
+        NetConfig(**{field: value})
+
+
+@pytest.mark.parametrize("dueling", [True, False])
+def test_dueling_mean_over_legal(dueling: bool) -> None:
+    torch.manual_seed(0)
+    head = QHead(16, 7, dueling)
+    o = torch.randn(50, 16)
+    legal = torch.rand(50, 7) < 0.5
+    legal[:, 3] = True
+    q = head(o, legal)
+    if dueling:
+        v = head.value(o).squeeze(-1)
+        mean_legal = (q * legal).sum(-1) / legal.sum(-1)
+        torch.testing.assert_close(mean_legal, v)
+        # the advantage ordering is untouched; illegal entries are left unmasked (finite)
+        assert torch.isfinite(q).all()
+        assert torch.equal(greedy(q, legal), greedy(head.adv(o), legal))
+    else:
+        torch.testing.assert_close(q, head.adv(o))
+    # changing which actions are legal shifts Q by one constant per row (only the mean moves)
+    other = torch.ones_like(legal)
+    diff = q - head(o, other)
+    torch.testing.assert_close(diff, diff[:, :1].expand_as(diff))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sequence_equals_stepping(kind: str) -> None:
+    game = CONFIGS["p3"]
+    net = small_net(game, kind)
+    priv, publ, legal = sequences(game, 2, 6)
+    hid0 = net.initial_state(priv.shape[0])
+    with torch.no_grad():
+        q_seq, hid_seq = net(priv, publ, legal, hid0)
+        hid, qs = hid0, []
+        for t in range(priv.shape[1]):
+            q_t, hid = net.step(priv[:, t], publ[:, t], legal[:, t], hid)
+            qs.append(q_t)
+        # and in two chunks with the state carried over (how burn-in / chunked training uses it)
+        q_a, hid_a = net(priv[:, :2], publ[:, :2], legal[:, :2], hid0)
+        q_b, hid_b = net(priv[:, 2:], publ[:, 2:], legal[:, 2:], hid_a)
+    torch.testing.assert_close(torch.stack(qs, 1), q_seq, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(hid, hid_seq, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.cat([q_a, q_b], 1), q_seq, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(hid_b, hid_seq, rtol=1e-5, atol=1e-5)
+
+
+def _perturb_hands(game: GameConfig, priv: torch.Tensor, seed: int) -> torch.Tensor:
+    """The same observation with the other players' cards replaced by random bits."""
+    out = priv.clone()
+    sl = game.layout.slices["hands.cards"]
+    g = torch.Generator().manual_seed(seed)
+    out[..., sl] = (torch.rand(out[..., sl].shape, generator=g) < 0.2).float()
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_public_state_ignores_private_features(kind: str) -> None:
+    """Changing the other players' hands changes Q but, for publ_lstm, never the recurrent state."""
+    game = CONFIGS["p2"]
+    net = small_net(game, kind)
+    priv, publ, legal = sequences(game, 2, 5)
+    priv2 = _perturb_hands(game, priv, 3)
+    assert torch.equal(public_features(game, priv2), publ) and not torch.equal(priv2, priv)
+    hid0 = net.initial_state(priv.shape[0])
+    with torch.no_grad():
+        q1, h1 = net(priv, publ, legal, hid0)
+        q2, h2 = net(priv2, publ, legal, hid0)
+    assert not torch.allclose(q1, q2)
+    if kind == "lstm":  # the control: a plain LSTM's state does see the private part
+        assert not torch.allclose(h1.h, h2.h)
+    else:
+        assert torch.equal(h1.h, h2.h) and torch.equal(h1.c, h2.c)
+        assert net.hidden_is_public
+
+
+@pytest.mark.parametrize("kind", ["publ_lstm", "ff"])
+def test_q_from_public_matches_forward(kind: str) -> None:
+    game = CONFIGS["p2"]
+    net = small_net(game, kind)
+    priv, publ, legal = sequences(game, 2, 5)
+    rows, k = priv.shape[0], 4
+    hid0 = net.initial_state(rows)
+    with torch.no_grad():
+        q, hid = net(priv, publ, legal, hid0)
+        out, hid_p = net.public_out(publ, hid0)
+        torch.testing.assert_close(net.q_from_public(priv, out, legal), q, rtol=0, atol=0)
+        assert torch.equal(hid_p.h, hid.h) and torch.equal(net.advance_public(publ, hid0).c, hid.c)
+        # search: advance the public state once, score K candidate private observations against it
+        cands = torch.stack([_perturb_hands(game, priv[:, -1], s) for s in range(k)], 1)  # [R, K, D]
+        step_out, _ = net.public_out(publ[:, -1], hid_p)  # [R, hidden]
+        q_k = net.q_from_public(cands, step_out[:, None], legal[:, -1, None].expand(-1, k, -1))
+        rep = HiddenState(*(x.repeat_interleave(k, 1) for x in hid_p))
+        q_ref, _ = net.step(cands.flatten(0, 1), publ[:, -1].repeat_interleave(k, 0),
+                            legal[:, -1].repeat_interleave(k, 0), rep)
+    assert q_k.shape == (rows, k, game.num_actions)
+    torch.testing.assert_close(q_k.flatten(0, 1), q_ref, rtol=1e-5, atol=1e-5)
+
+
+# ---- deterministic double ------------------------------------------------------------------------
+def test_fixed_qnet() -> None:
+    game = CONFIGS["p2"]
+    order = [game.hand_size + 2, 0, game.num_moves - 1]  # play slot 2, discard slot 0, the last hint
+    net = FixedQNet(game, order)
+    priv, publ, legal = sequences(game, 3, 4)
+    hid = net.initial_state(priv.shape[0])
+    q, hid2 = net(priv, publ, legal, hid)
+    assert q.shape == legal.shape and torch.equal(hid2.h, hid.h + 4)
+    act = greedy(q, legal)
+    for idx in zip(*torch.nonzero(torch.ones(act.shape)).T.tolist(), strict=True):
+        ids = legal[idx].nonzero().flatten().tolist()
+        ranked = [a for a in order if a in ids] + [a for a in ids if a not in order]
+        assert act[idx] == ranked[0]
+    qs, hs = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid)
+    assert torch.equal(qs, q[:, 0]) and torch.equal(hs.h, hid.h + 1)
+    assert torch.equal(net.q_from_public(priv, None, legal), q)
+    # a real Parameter: losses reach it (R2D2 tests), state_dict round-trips
+    q.sum().backward()
+    assert net.values.grad is not None and net.values.grad.abs().sum() > 0
+    twin = FixedQNet(game)
+    twin.load_state_dict(net.state_dict())
+    assert torch.equal(twin.values, net.values)
+    with pytest.raises(ValueError, match="distinct actions"):
+        FixedQNet(game, [0, 0])
+    with pytest.raises(ValueError, match="distinct actions"):
+        FixedQNet(game, [game.num_actions])
