@@ -5,6 +5,7 @@ wrong blueprints / games / files fail with a clear CheckpointError, and the CLI 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -27,11 +28,12 @@ from lbs.hanabi.encode import encode
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief, load_blueprint
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.trainer import PRESETS, Trainer
+from lbs.seeding import Stream, game_seeds
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
 MICRO = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
-ENV = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+ENV = {**os.environ, "WANDB_MODE": "disabled"}  # extend the caller's environment, never replace it
 
 
 def make_blueprint(path: Path, game: GameConfig = MICRO, seed: int = 0) -> Path:
@@ -104,7 +106,8 @@ def test_evaluation_equals_teacher_forcing_and_obs_grounded_belief(blueprint):
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=2, card_embed=4)).eval()
     n, t = 12, game.max_steps
     ev = evaluate_belief(game, model, net.step, net.initial_state, games=n, seed=3, batch=5)
-    episodes, _ = run_round(game, net.step, net.initial_state, torch.arange(n), -1 - 3, ActorConfig(n, t))
+    seeds = game_seeds(Stream.EVAL, 3, n)  # evaluate_belief's deals: the evaluation stream of seed 3
+    episodes, _ = run_round(game, net.step, net.initial_state, seeds, 0, ActorConfig(n, t))
     s = episodes_to_streams(episodes)
     with torch.no_grad():
         lp = model.log_prob(s["priv"].float(), s["hand"].long())

@@ -1,5 +1,6 @@
 """Blueprint trainer: checkpoints resume the same run; bad checkpoints fail loudly; the CLI runs."""
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -74,7 +75,7 @@ def test_bad_checkpoints_fail_clearly(tmp_path):
 
 def test_cli_tiny_run_and_eval(tmp_path):
     out = tmp_path / "cli"
-    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "WANDB_MODE": "disabled"}
     cmd = [
         sys.executable,
         str(ROOT / "train" / "blueprint.py"),
@@ -151,7 +152,7 @@ def test_kill_saves_latest_checkpoint(tmp_path):
     import time
 
     out = tmp_path / "killed"
-    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "WANDB_MODE": "disabled"}
     cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "tiny", "--no-progress",
            "--total_updates", "1000000", "--min_replay", "8", "--actor.num_games", "8",
            "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "1000000",
