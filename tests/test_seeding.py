@@ -62,7 +62,7 @@ def dealt(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
-def test_trainers_evaluation_and_reshuffles_never_share_a_deal_stream(dealt, tmp_path, seed):
+def test_trainers_evaluation_and_reshuffles_never_share_a_deal_stream(dealt, tmp_path, seed, monkeypatch):
     """For the same run seed, the blueprint trainer's games, its validation, the belief trainer's games,
     scoring and search reshuffles all hash keys from different streams."""
     torch.set_num_threads(1)
@@ -82,9 +82,18 @@ def test_trainers_evaluation_and_reshuffles_never_share_a_deal_stream(dealt, tmp
     by["evaluation"] = dealt()
     st = engine.reset(GAME, game_seeds(Stream.EVAL, seed, 4))
     dealt()
-    player = torch.zeros(4, dtype=torch.long)
-    engine.set_hand(GAME, st, player, st.hands[:, 0], game_seeds(Stream.RESHUFFLE, seed, 4))
-    by["reshuffle"] = dealt()
+    first: list[torch.Tensor] = []  # the first hashed component of every reshuffle
+    real_keys = engine.permutation_keys
+
+    def spy(n, *parts):
+        first.append(parts[0])
+        return real_keys(n, *parts)
+
+    monkeypatch.setattr(engine, "permutation_keys", spy)
+    # even the evaluation games' own seeds as reshuffle keys cannot reach a deal's key
+    engine.set_hand(GAME, st, torch.zeros(4, dtype=torch.long), st.hands[:, 0], by["evaluation"][:4])
+    dealt()
+    by["reshuffle"] = torch.cat(first)
     streams = {k: set(stream_of(v).tolist()) for k, v in by.items()}
     assert all(len(s) == 1 for s in streams.values()), streams
     values = [next(iter(s)) for s in streams.values()]

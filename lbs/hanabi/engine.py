@@ -11,9 +11,13 @@ from functools import lru_cache
 
 import torch
 
+from ..seeding import Stream, pack
 from .config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from .rng import hash_keys, permutation_keys
 from .state import HanabiState
+
+RESHUFFLE_KEY = int(pack(Stream.RESHUFFLE, 0, 0))
+"""First hashed component of every set_hand reshuffle; deals start with a game seed of another stream."""
 
 
 class IllegalMoveError(ValueError):
@@ -315,16 +319,17 @@ def set_hand(
 ) -> HanabiState:
     """Give `player` [B] the hand `cards` [B, H] (-1 in the same empty slots) and keep the deck
     consistent: the old hand goes back into the undealt cards, the new one comes out, and the
-    undealt part is reshuffled from `seeds` [B] (keys of a stream of their own, lbs.seeding.Stream
-    RESHUFFLE or SEARCH, so no deal shares them). Knowledge is kept (the caller samples hands that
-    agree with it). Rows whose multiset does not fit get garbage; check with hand_fits first."""
+    undealt part is reshuffled from `seeds` [B] (any int64 keys: they are hashed behind the
+    RESHUFFLE_KEY of their own stream, so no deal ever shares a key with a reshuffle). Knowledge is
+    kept (the caller samples hands that agree with it). Rows whose multiset does not fit get garbage;
+    check with hand_fits first."""
     tb = tables(cfg, state.device)
     b, n, t = state.batch_size, cfg.num_cards, cfg.card_types
     cards = cards.long()
     old = state.hands.gather(1, player[:, None, None].expand(-1, 1, cfg.hand_size)).squeeze(1)
     pool = remaining_counts(cfg, state) + card_histogram(old, t) - card_histogram(cards, t)  # [B, T] undealt
     take = tb.instance_copy[None, :] < pool.gather(1, tb.instance_card[None, :].expand(b, -1))  # [B, N]
-    keys = permutation_keys(n, seeds.long())
+    keys = permutation_keys(n, torch.full_like(seeds.long(), RESHUFFLE_KEY), seeds.long())
     keys = torch.where(take, keys, torch.iinfo(torch.long).max)
     chosen = tb.instance_card[keys.argsort(dim=1)]  # [B, N] undealt cards first, shuffled
     j = torch.arange(n, device=state.device)[None, :]
