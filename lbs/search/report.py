@@ -1,0 +1,103 @@
+"""What a search run reports: scores against the blueprint on the same deals, cost, and behaviour."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..scoring import EvalResult, summarize
+from .agent import GameResult
+
+
+@dataclass
+class SearchSummary:
+    """Every number a run prints (and writes to its JSON result). Definitions:
+
+    score: the searching team's final scores (mean ± s.e.m.); blueprint: the blueprint alone on the same
+    deals; paired_diff: mean of (search - blueprint) per deal ± its standard error; seconds_per_game and
+    seconds_per_search: wall time of the search run per game and per searched move; rollouts_per_s:
+    rollouts (one candidate move on one sampled hand, played out) per wall second; deviation_pct: searched
+    moves where the search move replaced the blueprint move; fallback_pct: searched moves where too few
+    sampled hands were valid and the blueprint move was played.
+    """
+
+    mode: str
+    games: int
+    score: EvalResult
+    blueprint: EvalResult | None
+    paired_diff: float
+    paired_sem: float
+    seconds: float
+    seconds_per_game: float
+    seconds_per_search: float
+    searched_moves: int
+    rollouts: int
+    rollouts_per_s: float
+    deviation_pct: float
+    fallback_pct: float
+
+    def lines(self) -> list[str]:
+        out = [f"{self.mode}: {self.score}"]
+        if self.blueprint is not None:
+            out.append(f"blueprint on the same deals: {self.blueprint}")
+            out.append(
+                f"paired difference (search - blueprint): {self.paired_diff:+.3f} ± {self.paired_sem:.3f}"
+            )
+        out.append(
+            f"time: {self.seconds_per_game:.2f} s per game, {self.seconds_per_search:.3f} s per searched "
+            f"move ({self.searched_moves} searched moves), {self.rollouts_per_s:,.0f} rollouts/s"
+        )
+        out.append(
+            f"search moves that deviate from the blueprint: {self.deviation_pct:.1f}%, belief "
+            f"fallbacks: {self.fallback_pct:.1f}%"
+        )
+        return out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _scores(results: list[GameResult]) -> torch.Tensor:
+    return torch.tensor([float(r.record.score) for r in results], dtype=torch.float64)
+
+
+def evaluation(results: list[GameResult], game_max: int) -> EvalResult:
+    s = _scores(results)
+    return summarize(
+        s,
+        s == game_max,
+        torch.tensor([r.bombed for r in results]),
+        torch.tensor([float(len(r.record.moves)) for r in results]),
+    )
+
+
+def summarize_run(
+    mode: str, results: list[GameResult], blueprint: list[GameResult] | None, seconds: float, max_score: int
+) -> SearchSummary:
+    """The summary of a run, paired with the blueprint's games on the same deals when given."""
+    n = len(results)
+    searched = sum(r.searched for r in results)
+    rollouts = sum(r.rollouts for r in results)
+    diff, sem = math.nan, math.nan
+    if blueprint is not None:
+        d = _scores(results) - _scores(blueprint)
+        diff = float(d.mean())
+        sem = float(d.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
+    return SearchSummary(
+        mode=mode,
+        games=n,
+        score=evaluation(results, max_score),
+        blueprint=evaluation(blueprint, max_score) if blueprint is not None else None,
+        paired_diff=diff,
+        paired_sem=sem,
+        seconds=seconds,
+        seconds_per_game=seconds / max(n, 1),
+        seconds_per_search=seconds / max(searched, 1),
+        searched_moves=searched,
+        rollouts=rollouts,
+        rollouts_per_s=rollouts / max(seconds, 1e-9),
+        deviation_pct=100.0 * sum(r.deviated for r in results) / max(searched, 1),
+        fallback_pct=100.0 * sum(r.fallbacks for r in results) / max(searched, 1),
+    )

@@ -1,0 +1,46 @@
+"""Rollouts and leaf values: what one (root, sampled hand, first move) is worth.
+
+A rollout starts from a root whose searcher hand was replaced by a sample, makes the candidate move,
+then every seat plays the blueprint greedily (lbs.acting.play, the package's one lockstep loop) for k
+more moves. Its return is the score gained so far plus, at the leaf, the VDN team value: the sum over
+seats of the blueprint's Q of its greedy action (LBS paper, eq. 4). With no depth the rollout plays
+to the end of the game (LBS-inf, SPARTA) and the return is the score gained.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..acting import QFunction, observe, play
+from ..hanabi import engine
+from ..hanabi.config import GameConfig
+from ..hanabi.encode import public_features
+from ..hanabi.state import HanabiState
+
+
+def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple) -> torch.Tensor:
+    """[R] sum over seats of the blueprint's Q of its greedy legal action (the waiting seats' no-op
+    included); 0 for finished games. hid: the seats' recurrent state before this state's observation."""
+    r, p = state.batch_size, game.players
+    obs, legal = observe(game, state)
+    priv = obs.reshape(r * p, -1).float()
+    legal = legal.reshape(r * p, -1)
+    q, _ = q_fn(priv, public_features(game, priv), legal, hid)
+    best = q.float().masked_fill(~legal, float("-inf")).max(-1).values.reshape(r, p).sum(1)
+    return torch.where(state.done, torch.zeros_like(best), best)
+
+
+def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor, q_fn: QFunction,
+                    depth: int | None, horizon: int) -> torch.Tensor:
+    """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
+    and bootstrap (depth None: `horizon` moves, enough to finish every game, and no bootstrap).
+
+    hid: every seat's recurrent state [layers, R*P, hidden] after reading the root's observation
+    (the public-LSTM state, shared by every sample). No host sync: the loop length is fixed.
+    """
+    after, _, _ = engine.step(game, root, first)
+    end, hid = play(game, after, q_fn, hid, horizon if depth is None else depth)
+    gained = (end.score - root.score).float()
+    if depth is None:
+        return gained
+    return gained + leaf_value(game, end, q_fn, hid)

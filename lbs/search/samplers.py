@@ -1,0 +1,115 @@
+"""Hand samplers: where the searcher's candidate hands come from.
+
+A sampler follows the real games (reset, then update after every move) and, at the searcher's turn,
+draws k hands per game. It may use only what the searcher observes: its own canonical observation
+(the learned belief) or the public state and other hands (the exact range). `TrueHand` is the
+exception on purpose: a test double that returns the real hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from ..belief import constraints
+from ..belief.sampling import valid_hands
+from ..hanabi.config import GameConfig
+from ..hanabi.encode import encode
+from ..hanabi.state import HanabiState
+from ..infer import InferenceServer
+
+BELIEF = "belief"
+"""Name of the belief model in the InferenceServer."""
+
+
+@dataclass
+class SampledHands:
+    """k candidate hands per game; rows that are not valid must not be rolled out."""
+
+    hands: torch.Tensor  # [G, k, H] card ids, -1 in empty slots
+    valid: torch.Tensor  # [G, k] bool
+
+
+class HandSampler(Protocol):
+    """What the search needs from a source of candidate hands (G games in lockstep)."""
+
+    def reset(self, state: HanabiState) -> None:
+        """Start following G new games (their first state)."""
+
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
+        """After one real move in every game (move [G]; finished games are ignored)."""
+
+    def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
+        """k hands for each of the games [G'] (indices into the G followed games), drawn with hashed
+        counters keyed by keys [G'] (the same keys give the same hands on any device)."""
+
+
+class LearnedBelief:
+    """Samples from the learned belief. Its encoder state is advanced on every turn of the real game
+    (one encoder step per move, nothing re-reads the history); samples pass the exact validity filter
+    built from the searcher's own observation, so the filter never sees the true hand."""
+
+    def __init__(self, game: GameConfig, server: InferenceServer, seat: int):
+        self.game, self.server, self.seat = game, server, seat
+        self.context: torch.Tensor | None = None  # [G, E] after the latest observation
+        self.obs: torch.Tensor | None = None  # [G, D] the searcher's latest observation
+
+    def _observe(self, state: HanabiState) -> None:
+        seat = torch.full((state.batch_size, 1), self.seat, device=state.device)
+        self.obs = encode(self.game, state, observers=seat)[:, 0]  # [G, D]
+        context, self.hid = self.server.call(BELIEF, "encode", self.obs[:, None], self.hid)
+        self.context = context[:, 0]
+
+    def reset(self, state: HanabiState) -> None:
+        self.hid = self.server.initial_state(state.batch_size, name=BELIEF)
+        self._observe(state)
+
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
+        self._observe(after)
+
+    def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
+        obs, context = self.obs.index_select(0, games), self.context.index_select(0, games)
+        cons = constraints.from_obs(self.game, obs)
+        hands = self.server.call(BELIEF, "sample_served", context, keys, cons.hand_len, k=k)
+        valid = valid_hands(self.game, hands, cons.unseen, cons.color_plausible, cons.rank_plausible,
+                            cons.hand_len)
+        return SampledHands(hands, valid)
+
+
+class TrueHand:
+    """Test double: every sample is the searcher's real hand (it peeks by design)."""
+
+    def __init__(self, game: GameConfig, seat: int):
+        self.game, self.seat = game, seat
+        self.state: HanabiState | None = None
+
+    def reset(self, state: HanabiState) -> None:
+        self.state = state
+
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
+        self.state = after
+
+    def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
+        hand = self.state.hands[:, self.seat].index_select(0, games)  # [G', H]
+        hands = hand[:, None, :].expand(-1, k, -1).clone()
+        return SampledHands(hands, torch.ones(hands.shape[:2], dtype=torch.bool, device=hands.device))
+
+
+class NoValidHand:
+    """Test double: a sampler whose every sample is rejected (the search must play the blueprint)."""
+
+    def __init__(self, game: GameConfig):
+        self.game = game
+
+    def reset(self, state: HanabiState) -> None:
+        self.device = state.device
+
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
+        pass
+
+    def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
+        g = games.shape[0]
+        hands = torch.full((g, k, self.game.hand_size), -1, dtype=torch.long, device=self.device)
+        return SampledHands(hands, torch.zeros(g, k, dtype=torch.bool, device=self.device))

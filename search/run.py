@@ -1,0 +1,266 @@
+"""Play Hanabi games with one seat searching (LBS or SPARTA) and report the score and the time.
+
+    python search/run.py --mode lbs-16                       # shipped blueprint and belief, 10,000 rollouts
+    python search/run.py --mode lbs-1 --games 200 --rollouts 1000 --min-rollouts 50
+    python search/run.py --mode lbs-inf --batch-games 64 --device cuda --out runs/search/inf.json
+    python search/run.py --mode blueprint --games 1000         # the blueprint alone
+    python search/run.py --mode lbs-16 --show 1                 # print the first game as a text trace
+
+Games are the evaluation deals of --seed (lbs.seeding): the blueprint is replayed on the same deals
+and the paired difference reported. The JSON result holds every number and every game as a record
+(config, deck, moves) with, for each searched move, the candidates' values, rollout counts and the choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from lbs.ckpt import CheckpointError
+from lbs.hanabi.interop.text import playthrough
+from lbs.infer import InferenceServer, ServerConfig
+from lbs.models import load_belief, load_blueprint, resolve_device
+from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
+from lbs.search.report import summarize_run
+from lbs.search.samplers import BELIEF, LearnedBelief
+from lbs.seeding import Stream, game_seeds
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINTS = ROOT / "checkpoints"
+
+
+def parser() -> argparse.ArgumentParser:
+    d = SearchConfig()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--mode",
+        default="lbs-16",
+        help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf, sparta (default lbs-16)",
+    )
+    ap.add_argument("--games", type=int, default=8, help="games to play (default 8)")
+    ap.add_argument(
+        "--rollouts",
+        type=int,
+        default=d.rollouts,
+        help=f"rollouts per searched move, split over the moves still in play (default {d.rollouts})",
+    )
+    ap.add_argument(
+        "--min-rollouts",
+        "--min_rollouts",
+        type=int,
+        default=d.min_rollouts,
+        help=f"rollouts per move before it may be pruned; also the round size (default {d.min_rollouts})",
+    )
+    ap.add_argument(
+        "--prune-z",
+        "--prune_z",
+        type=float,
+        default=d.prune_z,
+        help=f"prune moves this many standard errors below the best (default {d.prune_z})",
+    )
+    ap.add_argument(
+        "--delta",
+        type=float,
+        default=d.delta,
+        help=f"play the search move only if it beats the "
+        f"blueprint move by more than this (default {d.delta})",
+    )
+    ap.add_argument(
+        "--min-valid",
+        "--min_valid",
+        type=int,
+        default=d.min_valid,
+        help=f"fewer valid sampled hands: play the blueprint move (default {d.min_valid})",
+    )
+    ap.add_argument("--seat", type=int, default=d.seat, help="the searching seat (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="which evaluation deals (default 0)")
+    ap.add_argument(
+        "--batch-games", "--batch_games", type=int, default=64, help="games searched at once (default 64)"
+    )
+    ap.add_argument(
+        "--max-rows",
+        "--max_rows",
+        type=int,
+        default=d.max_rows,
+        help=f"rollouts per engine batch, a memory cap (default {d.max_rows})",
+    )
+    ap.add_argument(
+        "--blueprint",
+        default=str(CHECKPOINTS / "blueprint_2p.pt"),
+        help="blueprint checkpoint (default: the shipped checkpoints/blueprint_2p.pt)",
+    )
+    ap.add_argument(
+        "--belief",
+        default=None,
+        help="belief checkpoint for LBS (default: checkpoints/belief_2p.pt "
+        "with the shipped blueprint; required with any other blueprint)",
+    )
+    ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--out", default=None, help="JSON result path (default runs/search/<mode>-<time>.json)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    ap.add_argument("--show", type=int, default=0, help="print the first N games as text traces")
+    ap.add_argument(
+        "--no-blueprint-baseline",
+        "--no_blueprint_baseline",
+        action="store_true",
+        help="skip replaying the blueprint on the same deals",
+    )
+    ap.add_argument("--profile", action="store_true", help="time networks, belief and rollouts separately")
+    ap.add_argument("--no-progress", "--no_progress", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        sampler_kind, depth = parse_mode(args.mode)
+        if args.games < 1 or args.batch_games < 1:
+            raise ValueError(f"--games {args.games} and --batch-games {args.batch_games} must be >= 1")
+        game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
+        if sampler_kind == "range":
+            raise ValueError("mode 'sparta' needs the exact range sampler, which is not built yet")
+        device = resolve_device(args.device)
+        game, net = load_blueprint(args.blueprint, device=device)
+        cfg = SearchConfig(
+            depth=depth,
+            rollouts=args.rollouts,
+            min_rollouts=args.min_rollouts,
+            prune_z=args.prune_z,
+            delta=args.delta,
+            min_valid=args.min_valid,
+            seat=args.seat,
+            max_rows=args.max_rows,
+        )
+        cfg.check(game)
+        if not getattr(net, "hidden_is_public", False):
+            raise ValueError(
+                f"{args.blueprint}: search needs a blueprint whose recurrent state sees public "
+                "features only (publ_lstm or ff), so one state serves every sampled hand"
+            )
+        belief = None
+        if sampler_kind == "belief":
+            path = args.belief
+            if path is None:
+                if Path(args.blueprint).resolve() != (CHECKPOINTS / "blueprint_2p.pt").resolve():
+                    raise ValueError("--belief is required with a blueprint other than the shipped one")
+                path = str(CHECKPOINTS / "belief_2p.pt")
+            _, belief = load_belief(path, blueprint_path=args.blueprint, game=game, device=device)
+        out = (
+            Path(args.out)
+            if args.out
+            else ROOT / "runs" / "search" / (f"{args.mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")
+        )
+        if out.exists() and not args.overwrite:
+            raise ValueError(f"{out} exists; pass --overwrite to replace it or choose another --out")
+    except (CheckpointError, ValueError) as e:
+        sys.exit(f"search: {e}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
+    if belief is not None:
+        server.register(BELIEF, belief)
+    timing = Timing() if args.profile else None
+    q_fn = _timed(server.step, timing) if timing is not None else server.step
+    make_sampler = (lambda: LearnedBelief(game, server, cfg.seat)) if belief is not None else None
+    print(
+        f"search: {args.mode} on {device}, {args.games} games of {game}, {args.rollouts} rollouts per move",
+        file=sys.stderr,
+    )
+    with (
+        torch.no_grad(),
+        tqdm(total=args.games, desc=args.mode, disable=args.no_progress, unit="game") as bar,
+    ):
+        t0 = time.perf_counter()
+        results = play_games(
+            game,
+            q_fn,
+            server.initial_state,
+            make_sampler,
+            cfg,
+            args.games,
+            args.seed,
+            args.batch_games,
+            device,
+            timing,
+            bar.update,
+        )
+        seconds = time.perf_counter() - t0
+        baseline = None
+        if make_sampler is not None and not args.no_blueprint_baseline:
+            baseline = play_games(
+                game,
+                server.step,
+                server.initial_state,
+                None,
+                cfg,
+                args.games,
+                args.seed,
+                args.batch_games,
+                device,
+            )
+    server.close()
+    summary = summarize_run(args.mode, results, baseline, seconds, game.max_score)
+    if timing is not None:
+        timing.total = seconds
+    for line in summary.lines():
+        print(line)
+    if timing is not None:
+        engine_s, rest = timing.rollouts - timing.networks, seconds - timing.rollouts - timing.belief
+        print(
+            f"where the time goes: networks {timing.networks:.1f} s, belief {timing.belief:.1f} s, "
+            f"rollout engine and bookkeeping {engine_s:.1f} s, the rest {rest:.1f} s"
+        )
+    for r in results[: args.show]:
+        print(playthrough(r.record, f"game {results.index(r)}"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "command": " ".join(sys.argv),
+        "device": str(device),
+        "config": vars(args),
+        "summary": summary.to_dict(),
+        "timing": vars(timing) if timing else None,
+        "games": [
+            {
+                "record": r.record.to_dict(),
+                "searched": r.searched,
+                "deviated": r.deviated,
+                "fallbacks": r.fallbacks,
+                "rollouts": r.rollouts,
+                "decisions": r.decisions,
+            }
+            for r in results
+        ],
+    }
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(blob) + "\n")
+    tmp.replace(out)
+    print(f"result: {out}")
+
+
+def _timed(fn, timing: Timing):
+    """fn, with its wall time (synchronised on CUDA) added to timing.networks."""
+
+    def run(*a, **kw):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn(*a, **kw)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        timing.networks += time.perf_counter() - t0
+        return out
+
+    return run
+
+
+if __name__ == "__main__":
+    main()
