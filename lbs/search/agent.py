@@ -146,7 +146,7 @@ class Searcher:
                 valid = valid & ~fallback[:, None]
             rows = (valid[:, :, None] & live[:, None, :]).nonzero()  # [R, 3]: (game, sample, move)
             t0 = self._clock()
-            for chunk in rows.split(cfg.max_rows):
+            for chunk in rows.split(cfg.max_rows) if rows.shape[0] else ():
                 g, j, m = chunk.unbind(1)
                 hands = samples.hands[g, j]  # [R, H]
                 start = engine.set_hand(game, root.index(g), seat.index_select(0, g), hands,

@@ -1,0 +1,350 @@
+"""Search: batched rollouts equal single games, the leaf is the VDN value, pruning and the delta rule equal a
+plain reference, decisions never depend on the searcher's true hand beyond what it observed, and a
+sampler with no valid hand leaves the blueprint's play unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lbs.acting import env_moves, greedy, legal_with_noop, observe, play
+from lbs.belief import constraints
+from lbs.belief.sampling import valid_hands
+from lbs.hanabi import GameConfig, encode, engine, public_features
+from lbs.infer import InferenceServer, ServerConfig
+from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
+from lbs.search.agent import SearchConfig, Searcher, parse_mode, play_games
+from lbs.search.pruning import MoveStats, choose, prune
+from lbs.search.rollouts import rollout_returns
+from lbs.search.samplers import BELIEF, LearnedBelief, NoValidHand, TrueHand
+from lbs.seeding import Stream, game_seeds
+
+GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
+GAME3 = GameConfig(players=3, colors=2, ranks=3, hand_size=2)
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    yield
+
+
+def blueprint(game: GameConfig, seed: int = 0):
+    torch.manual_seed(seed)
+    return make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1)).eval()
+
+
+def belief(game: GameConfig, seed: int = 0) -> BeliefModel:
+    torch.manual_seed(seed)
+    return BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+
+
+def roots(game: GameConfig, net, games: int, steps: int, seed: int = 0):
+    """Blueprint games after `steps` moves: (state, every seat's state after reading its observation)."""
+    state = engine.reset(game, game_seeds(Stream.EVAL, seed, games))
+    with torch.no_grad():
+        state, hid = play(game, state, net.step, net.initial_state(games * game.players), steps)
+        obs, legal = observe(game, state)
+        priv = obs.reshape(games * game.players, -1).float()
+        _, hid = net.step(priv, public_features(game, priv), legal.reshape(games * game.players, -1), hid)
+    return state, hid
+
+
+# ---- rollouts and leaves -----------------------------------------------------------------------------
+@pytest.mark.parametrize("game", [GAME, GAME3], ids=["p2", "p3"])
+@pytest.mark.parametrize("depth", [0, 2, None])
+def test_a_batch_of_rollouts_equals_the_rollouts_one_at_a_time(game, depth):
+    net = blueprint(game)
+    state, hid = roots(game, net, 6, 3)
+    legal = engine.legal_moves(game, state)
+    first = torch.where(
+        legal, torch.rand(legal.shape, generator=torch.Generator().manual_seed(1)), -1
+    ).argmax(1)
+    with torch.no_grad():
+        batch = rollout_returns(game, state, hid, first, net.step, depth, game.max_steps)
+        for i in range(6):
+            rows = torch.arange(i * game.players, (i + 1) * game.players)
+            one = rollout_returns(
+                game,
+                state.index(torch.tensor([i])),
+                tuple(x[:, rows] for x in hid),
+                first[i : i + 1],
+                net.step,
+                depth,
+                game.max_steps,
+            )
+            assert torch.allclose(one, batch[i : i + 1], atol=1e-5), (i, one, batch[i])
+
+
+def test_depth_zero_is_the_move_reward_plus_the_vdn_sum_of_blueprint_q():
+    net = blueprint(GAME)
+    state, hid = roots(GAME, net, 8, 2)
+    first = engine.legal_moves(GAME, state).float().argmax(1)
+    with torch.no_grad():
+        got = rollout_returns(GAME, state, hid, first, net.step, 0, GAME.max_steps)
+        after, reward, _ = engine.step(GAME, state, first)
+        # the VDN sum by hand: each seat's own observation, its legal actions (the no-op when waiting)
+        want = reward.clone()
+        legal = legal_with_noop(GAME, after)
+        for g in range(8):
+            if after.done[g]:
+                continue
+            for s in range(GAME.players):
+                row = g * GAME.players + s
+                obs = observe(GAME, after.index(torch.tensor([g])))[0][0, s].float()[None]
+                q, _ = net.step(
+                    obs,
+                    public_features(GAME, obs),
+                    legal[g, s][None],
+                    tuple(x[:, row : row + 1] for x in hid),
+                )
+                want[g] += q[0][legal[g, s]].max()
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_play_to_the_end_with_the_true_hand_is_the_real_blueprint_game():
+    """Once the deck is empty a reshuffle changes nothing, so LBS-inf's rollout of the blueprint move with
+    the true hand must return exactly what the real blueprint game goes on to score."""
+    game = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
+    net = blueprint(game, 3)
+    g = 32
+    state = engine.reset(game, game_seeds(Stream.EVAL, 0, g))
+    hid = net.initial_state(g * game.players)
+    with torch.no_grad():
+        final, _ = play(game, state, net.step, hid, game.max_steps)
+        checked = 0
+        for _ in range(game.max_steps):
+            obs, legal = observe(game, state)
+            priv = obs.reshape(g * game.players, -1).float()
+            q, hid_next = net.step(
+                priv, public_features(game, priv), legal.reshape(g * game.players, -1), hid
+            )
+            move = env_moves(game, state, greedy(q, legal.reshape(g * game.players, -1)).reshape(g, -1))
+            live = ~state.done & (state.deck_pos >= game.num_cards)
+            if live.any():
+                idx = live.nonzero().squeeze(1)
+                rows = (idx[:, None] * game.players + torch.arange(game.players)).reshape(-1)
+                root = state.index(idx)
+                true = engine.set_hand(
+                    game,
+                    root,
+                    root.cur_player,
+                    root.hands.gather(
+                        1, root.cur_player[:, None, None].expand(-1, 1, game.hand_size)
+                    ).squeeze(1),
+                    idx,
+                )
+                got = rollout_returns(
+                    game, true, tuple(x[:, rows] for x in hid_next), move[idx], net.step, None, game.max_steps
+                )
+                assert torch.equal(got, (final.score[idx] - root.score).float())
+                checked += len(idx)
+            state, _, _ = engine.step(game, state, move)
+            hid = hid_next
+    assert checked > 20
+
+
+# ---- pruning and the delta rule -----------------------------------------------------------------------
+def _reference(
+    values: list[list[list[float]]],
+    live: list[bool],
+    legal: list[bool],
+    bp: int,
+    min_rollouts: int,
+    z: float,
+    delta: float,
+):
+    """Plain per-game version: values[m] = returns of move m."""
+    mean = [sum(v) / len(v) if v else 0.0 for v in values]
+
+    def sem(v):
+        if len(v) < 2:
+            return math.inf
+        mu = sum(v) / len(v)
+        return math.sqrt(sum((x - mu) ** 2 for x in v) / (len(v) - 1) / len(v))
+
+    cands = [m for m in range(len(values)) if live[m] and values[m]]
+    best = max(mean[m] for m in cands) if cands else -math.inf
+    new_live = [
+        live[m] and not (len(values[m]) >= min_rollouts and mean[m] < best - z * sem(values[m]))
+        for m in range(len(values))
+    ]
+    cands = [m for m in range(len(values)) if new_live[m] and values[m]]
+    top = max(mean[m] for m in cands) if cands else -math.inf
+    pick = min(m for m in cands if mean[m] == top) if cands else 0
+    deviate = bool(values[bp]) and pick != bp and top - mean[bp] > delta
+    return new_live, (pick if deviate else bp), deviate
+
+
+def test_pruning_and_delta_rule_equal_a_plain_reference():
+    gen = torch.Generator().manual_seed(0)
+    g, m = 40, 7
+    stats = MoveStats.zeros(g, m, "cpu")
+    values = [[[] for _ in range(m)] for _ in range(g)]
+    legal = torch.rand(g, m, generator=gen) < 0.8
+    legal[:, 2] = True
+    live = legal & (torch.rand(g, m, generator=gen) < 0.9)
+    for _ in range(600):
+        gi, mi = int(torch.randint(g, (1,), generator=gen)), int(torch.randint(m, (1,), generator=gen))
+        if not live[gi, mi]:
+            continue
+        v = float(torch.randn(1, generator=gen) * 2 + mi * 0.3 + gi % 3)
+        stats.add(torch.tensor([gi]), torch.tensor([mi]), torch.tensor([v]))
+        values[gi][mi].append(v)
+    bp = torch.full((g,), 2)
+    new_live = prune(stats, live, 5, 2.0)
+    move, dev = choose(stats, new_live, bp, 0.05)
+    for i in range(g):
+        want_live, want_move, want_dev = _reference(
+            values[i], live[i].tolist(), legal[i].tolist(), 2, 5, 2.0, 0.05
+        )
+        assert new_live[i].tolist() == want_live, i
+        assert (int(move[i]), bool(dev[i])) == (want_move, want_dev), i
+
+
+# ---- the searcher -------------------------------------------------------------------------------------
+def _server(game, net, model=None):
+    server = InferenceServer(net, cfg=ServerConfig(coalesce=False))
+    if model is not None:
+        server.register(BELIEF, model)
+    return server
+
+
+CFG = SearchConfig(depth=2, rollouts=150, min_rollouts=10, seat=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
+    net, model = blueprint(GAME), belief(GAME)
+    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
+    server.register(BELIEF, model)
+    runs = []
+    with torch.no_grad():
+        for batch in (2, 5):
+            res = play_games(
+                GAME,
+                server.step,
+                server.initial_state,
+                lambda: LearnedBelief(GAME, server, 0),
+                CFG,
+                games=6,
+                seed=1,
+                batch_games=batch,
+                device=device,
+            )
+            runs.append([(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in res])
+    assert runs[0] == runs[1]
+    assert sum(len(d) for _, d in runs[0]) > 0
+    if device == "cuda":  # and the same decisions as on the CPU
+        cpu = _server(GAME, net, model)
+        res = play_games(
+            GAME,
+            cpu.step,
+            cpu.initial_state,
+            lambda: LearnedBelief(GAME, cpu, 0),
+            CFG,
+            games=6,
+            seed=1,
+            batch_games=5,
+        )
+        assert [r.record.moves for r in res] == [m for m, _ in runs[0]]
+
+
+def test_a_sampler_with_no_valid_hand_plays_exactly_the_blueprint():
+    net = blueprint(GAME)
+    with torch.no_grad():
+        bp = play_games(GAME, net.step, net.initial_state, None, CFG, games=10, seed=2)
+        res = play_games(GAME, net.step, net.initial_state, lambda: NoValidHand(GAME), CFG, games=10, seed=2)
+    assert [r.record.moves for r in res] == [r.record.moves for r in bp]
+    assert all(r.searched > 0 and r.fallbacks == r.searched and r.deviated == 0 for r in res)
+
+
+def _swapped(game: GameConfig, state, seat: int, gen: torch.Generator):
+    """The same games with the searcher holding another hand consistent with everything it observed."""
+    cons = constraints.from_state(game, state, seat)
+    rows = []
+    for g in range(state.batch_size):
+        for _ in range(2000):
+            n = int(cons.hand_len[g])
+            cand = torch.full((1, 1, game.hand_size), -1)
+            cand[0, 0, :n] = torch.randint(game.card_types, (n,), generator=gen)
+            ok = valid_hands(
+                game,
+                cand,
+                cons.unseen[g : g + 1],
+                cons.color_plausible[g : g + 1],
+                cons.rank_plausible[g : g + 1],
+                cons.hand_len[g : g + 1],
+            )
+            if ok.all() and not torch.equal(cand[0, 0], state.hands[g, seat]):
+                rows.append(cand[0, 0])
+                break
+        else:
+            rows.append(state.hands[g, seat])
+    other = engine.set_hand(
+        game,
+        state,
+        torch.full((state.batch_size,), seat),
+        torch.stack(rows),
+        torch.arange(state.batch_size) + 99,
+    )
+    return other
+
+
+@pytest.mark.parametrize("depth", [1, None])
+def test_no_peeking_decisions_ignore_the_true_hand(depth):
+    """Same history, same seeds, the searcher's true hand swapped for another hand consistent with all it
+    observed: every decision is unchanged. The TrueHand sampler (which peeks) fails the same check."""
+    game = GAME
+    net, model = blueprint(game), belief(game)
+    server = _server(game, net, model)
+    cfg = SearchConfig(depth=depth, rollouts=150, min_rollouts=10, seat=0)
+    swaps = 0
+    peeked = False
+    with torch.no_grad():
+        for steps in (0, 2, 4):
+            state, hid = roots(game, net, 12, steps, seed=5)
+            turn = (state.cur_player == 0) & ~state.done
+            games = turn.nonzero().squeeze(1)
+            other = _swapped(game, state, 0, torch.Generator().manual_seed(steps))
+            swaps += int((other.hands[:, 0] != state.hands[:, 0]).any(1)[games].sum())
+            seat = torch.zeros(12, 1, dtype=torch.long)
+            assert torch.equal(encode(game, state, seat), encode(game, other, seat))  # it observes the same
+            bp = engine.legal_moves(game, state).float().argmax(1)
+            ids = torch.arange(12)
+            out = []
+            for st in (state, other):
+                sampler = LearnedBelief(game, server, 0)
+                sampler.reset(st)
+                out.append(
+                    Searcher(game, server.step, sampler, cfg, seed=3).decide(st, games, hid, bp, steps, ids)
+                )
+            a, b = out
+            assert torch.equal(a.move, b.move) and torch.equal(a.count, b.count)
+            assert torch.allclose(a.mean, b.mean)
+            out = []
+            for st in (state, other):
+                sampler = TrueHand(game, 0)
+                sampler.reset(st)
+                out.append(
+                    Searcher(game, server.step, sampler, cfg, seed=3).decide(st, games, hid, bp, steps, ids)
+                )
+            peeked |= not torch.allclose(out[0].mean, out[1].mean)
+    assert swaps > 10 and peeked
+
+
+def test_modes_parse_and_bad_modes_are_one_clear_error():
+    assert parse_mode("lbs-16") == ("belief", 16) and parse_mode("lbs-inf") == ("belief", None)
+    assert parse_mode("blueprint") == ("none", None) and parse_mode("sparta") == ("range", None)
+    for bad, msg in (("lbs-0", "at least one"), ("lbs-x", "unknown mode"), ("mcts", "unknown mode")):
+        with pytest.raises(ValueError, match=msg):
+            parse_mode(bad)
+    with pytest.raises(ValueError, match="too small"):
+        SearchConfig(rollouts=100, min_rollouts=100).check(GAME)
+    with pytest.raises(ValueError, match="seat"):
+        SearchConfig(seat=2, rollouts=10_000).check(GAME)
