@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     if belief is not None:
         server.register(BELIEF, belief)
     timing = Timing() if args.profile else None
-    q_fn = _timed(server.step, timing) if timing is not None else server.step
+    q_fn = timing.wrap(server.step) if timing is not None else server.step
     make_sampler = (lambda: LearnedBelief(game, server, cfg.seat)) if belief is not None else None
     print(
         f"search: {args.mode} on {device}, {args.games} games of {game}, {args.rollouts} rollouts per move",
@@ -209,8 +209,6 @@ def main(argv: list[str] | None = None) -> None:
             )
     server.close()
     summary = summarize_run(args.mode, results, baseline, seconds, game.max_score)
-    if timing is not None:
-        timing.total = seconds
     for line in summary.lines():
         print(line)
     if timing is not None:
@@ -244,22 +242,6 @@ def main(argv: list[str] | None = None) -> None:
     tmp.write_text(json.dumps(blob) + "\n")
     tmp.replace(out)
     print(f"result: {out}")
-
-
-def _timed(fn, timing: Timing):
-    """fn, with its wall time (synchronised on CUDA) added to timing.networks."""
-
-    def run(*a, **kw):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn(*a, **kw)
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        timing.networks += time.perf_counter() - t0
-        return out
-
-    return run
 
 
 if __name__ == "__main__":

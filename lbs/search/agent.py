@@ -95,10 +95,30 @@ class Timing:
     """Seconds spent, by kind (measured only when profiling; CUDA is synchronised around each part)."""
 
     networks: float = 0.0
+    """blueprint forward passes (real games and rollouts)"""
     belief: float = 0.0
+    """drawing and checking sampled hands"""
     rollouts: float = 0.0
-    search: float = 0.0
-    total: float = 0.0
+    """rollouts, networks included"""
+
+    def clock(self) -> float:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def add(self, what: str, t0: float) -> None:
+        setattr(self, what, getattr(self, what) + self.clock() - t0)
+
+    def wrap(self, fn: Callable, what: str = "networks") -> Callable:
+        """fn, with its wall time added to `what`."""
+
+        def run(*a, **kw):
+            t0 = self.clock()
+            out = fn(*a, **kw)
+            self.add(what, t0)
+            return out
+
+        return run
 
 
 class Searcher:
@@ -166,15 +186,11 @@ class Searcher:
                         mean=stats.mean.float().cpu(), count=stats.count.long().cpu(), legal=legal.cpu())
 
     def _clock(self) -> float:
-        if self.timing is None:
-            return 0.0
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        return time.perf_counter()
+        return self.timing.clock() if self.timing is not None else 0.0
 
     def _add(self, what: str, t0: float) -> None:
         if self.timing is not None:
-            setattr(self.timing, what, getattr(self.timing, what) + self._clock() - t0)
+            self.timing.add(what, t0)
 
 
 @dataclass
