@@ -1,6 +1,7 @@
-"""Score a blueprint checkpoint with greedy self-play on fixed deals.
+"""Score a blueprint checkpoint with greedy self-play on fixed deals (and a belief on those games).
 
     python train/score.py checkpoints/blueprint_2p.pt --games 5000 --seed 0 --device auto
+    python train/score.py checkpoints/blueprint_2p.pt --belief checkpoints/belief_2p.pt --games 1000
 
 Games 0 .. games-1 of the evaluation stream of `--seed` (lbs.seeding): the same deals on any device
 and for any --batch, so numbers are comparable across runs and with model cards.
@@ -11,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
-from lbs.models import load_blueprint, resolve_device
+from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
 
@@ -24,6 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="run seed: which fixed deals (default 0)")
     ap.add_argument("--batch", type=int, default=1000, help="games played at once (default 1000)")
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    ap.add_argument("--belief", default=None, help="also score this belief (trained for the blueprint): "
+                    "cross-entropy of the true hands per card against the grounded and counting beliefs")
     args = ap.parse_args(argv)
     try:
         if args.games < 1 or args.batch < 1:
@@ -31,10 +35,20 @@ def main(argv: list[str] | None = None) -> None:
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
         device = resolve_device(args.device)
         game, net = load_blueprint(args.checkpoint, device=device)
+        if args.belief:
+            _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
-    print(evaluate(game, net.step, lambda b: net.initial_state(b, device), args.games, args.seed, args.batch,
-                   device))
+    init = lambda b: net.initial_state(b, device)  # noqa: E731
+    print(evaluate(game, net.step, init, args.games, args.seed, args.batch, device))
+    if args.belief:
+        ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
+                             device=device)
+        live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
+        grounded = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)
+        counting = sum(ev.learned_by_turn[t] < ev.counting_by_turn[t] for t in live)
+        print(f"belief: {ev}; learned below grounded at {grounded} of {len(live)} turns, below counting at "
+              f"{counting}")
 
 
 if __name__ == "__main__":

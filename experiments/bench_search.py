@@ -1,0 +1,121 @@
+"""Search speed: rollouts per second and seconds per searched move, per mode and games searched at once.
+
+    python experiments/bench_search.py --modes lbs-1 lbs-16 --batch-games 1 8 --rollouts 1000 \
+        --min-rollouts 50 --games 8 --threads 1
+    python experiments/bench_search.py --device cuda --batch-games 16 64 --rollouts 10000   # on a GPU
+
+Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
+--belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
+47 s per game, LBS-1 6 s, SPARTA 215 s). Writes to --out (a scratch folder) unless --record NAME, which
+writes experiments/results/bench_search_<date>_NAME.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from lbs.infer import InferenceServer, ServerConfig
+from lbs.models import load_belief, load_blueprint, resolve_device
+from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
+from lbs.search.samplers import BELIEF, LearnedBelief
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modes", nargs="+", default=["lbs-1", "lbs-16", "lbs-inf"])
+    ap.add_argument("--batch-games", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--games", type=int, default=8, help="games per setting (default 8)")
+    ap.add_argument("--rollouts", type=int, default=1000)
+    ap.add_argument("--min-rollouts", type=int, default=50)
+    ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
+    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--out", default="runs/experiments")
+    ap.add_argument("--record", default=None)
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    game, net = load_blueprint(args.blueprint, device=device)
+    _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
+    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
+    server.register(BELIEF, model)
+    rows = []
+    with torch.no_grad():
+        for mode in args.modes:
+            _, depth = parse_mode(mode)
+            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
+            for bg in args.batch_games:
+                timing = Timing()
+                t0 = time.perf_counter()
+                res = play_games(
+                    game,
+                    timing.wrap(server.step),
+                    server.initial_state,
+                    lambda c=cfg: LearnedBelief(game, server, c.seat),
+                    cfg,
+                    args.games,
+                    0,
+                    bg,
+                    device,
+                    timing,
+                )
+                sec = time.perf_counter() - t0
+                searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
+                rows.append((mode, bg, sec / args.games, sec / max(searched, 1), rollouts / sec, timing, sec))
+                print(
+                    f"{mode} batch {bg}: {sec / args.games:.2f} s/game, {sec / max(searched, 1):.3f} s/move, "
+                    f"{rollouts / sec:,.0f} rollouts/s",
+                    flush=True,
+                )
+    server.close()
+    scale = 10_000 / args.rollouts
+    lines = [
+        f"# Search speed: {game}",
+        "",
+        f"- Date: {datetime.date.today()}; machine: {machine()}; device {device}.",
+        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- {args.games} games per setting, {args.rollouts} rollouts per searched move ({args.min_rollouts} per "
+        f"move before pruning). 'At 10K' scales s/game linearly by {scale:g} (rollout cost is linear in the "
+        "budget); the paper's anchors are for 10,000 rollouts per searched move.",
+        "",
+        "| mode | games at once | s / game | s / searched move | rollouts / s | at 10K: s / game | paper s / game "
+        "| networks / rollout engine / belief / rest (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, bg, spg, spm, rps, t, sec in rows:
+        paper = PAPER_S_PER_GAME.get(mode)
+        split = (
+            f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.belief:.1f} / "
+            f"{sec - t.rollouts - t.belief:.1f}"
+        )
+        lines.append(
+            f"| {mode} | {bg} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "
+            f"{paper if paper else '—'} | {split} |"
+        )
+    text = "\n".join(lines) + "\n"
+    if args.record:
+        out = ROOT / "experiments" / "results" / f"bench_search_{datetime.date.today()}_{args.record}.md"
+    else:
+        out = Path(args.out) / f"bench_search_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
