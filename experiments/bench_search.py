@@ -90,7 +90,8 @@ def main() -> None:
         f"- Command: `python {' '.join(sys.argv)}`",
         f"- {args.games} games per setting, {args.rollouts} rollouts per searched move "
         f"({args.min_rollouts} per move before pruning). 'At 10K' scales s/game linearly by {scale:g} "
-        "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per searched move.",
+        "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
+        "searched move.",
         "",
         "| mode | games at once | s / game | s / searched move | rollouts / s | at 10K: s / game "
         "| paper s / game | networks / rollout engine / belief / rest (s) |",
