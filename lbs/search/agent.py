@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
@@ -209,15 +210,32 @@ class GameResult:
 def play_games(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
                make_sampler: Callable[[], HandSampler] | None, cfg: SearchConfig, games: int, seed: int = 0,
                batch_games: int = 64, device: torch.device | str = "cpu", timing: Timing | None = None,
-               progress: Callable[[int], None] | None = None) -> list[GameResult]:
+               progress: Callable[[int], None] | None = None, groups: int = 1) -> list[GameResult]:
     """Play games 0..games-1 of the evaluation stream of `seed`, `batch_games` at a time, the searcher
-    searching at each of its turns (make_sampler None: every seat plays the blueprint)."""
+    searching at each of its turns (make_sampler None: every seat plays the blueprint).
+
+    groups > 1 splits each batch into that many groups played by concurrent threads, whose network calls
+    an InferenceServer with coalescing (ServerConfig.coalesce) merges into shared forward passes. A
+    game's moves do not depend on batch_games or groups: its random draws are keyed by its number."""
+    if groups < 1 or batch_games < 1:
+        raise ValueError(f"groups={groups} and batch_games={batch_games} must be >= 1")
     out: list[GameResult] = []
-    for start in range(0, games, batch_games):
-        ids = torch.arange(start, min(games, start + batch_games), device=device)
-        out += _play_batch(game, q_fn, init_hidden, make_sampler, cfg, ids, seed, device, timing)
-        if progress is not None:
-            progress(len(ids))
+    pool = ThreadPoolExecutor(groups, thread_name_prefix="lbs-search") if groups > 1 else None
+    try:
+        for start in range(0, games, batch_games):
+            ids = torch.arange(start, min(games, start + batch_games), device=device)
+            parts = [p for p in ids.tensor_split(groups) if len(p)]
+            if pool is None:
+                out += _play_batch(game, q_fn, init_hidden, make_sampler, cfg, ids, seed, device, timing)
+            else:
+                args = (game, q_fn, init_hidden, make_sampler, cfg)
+                jobs = [pool.submit(_play_batch, *args, part, seed, device, None) for part in parts]
+                out += [r for job in jobs for r in job.result()]
+            if progress is not None:
+                progress(len(ids))
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return out
 
 
