@@ -16,6 +16,14 @@ the draw could be; after a partner's move the counterfactual filter (range_filte
 which that partner's blueprint makes the move it made. Each seat's public recurrent state is advanced
 here from public features, as the lockstep loop does, and shared by every candidate.
 
+Deferred filters: every filter is a 0/1 predicate on the hand as it was at that move, so filters commute
+with each other and with the cheap hint/count deletions. A partner filter is therefore stored (its shared
+view, a few [G, ...] tensors) and applied when it is needed: before the searcher's own play or discard
+(after keeping only the rows that held the revealed card, so on 1/T of the rows), and when samples or
+sizes are asked for, but only for games whose rows already fit max_range. Early in the full game the
+range has millions of rows (the searcher's first move filter would cost tens of seconds on a CPU); its
+filters wait until hints or the searcher's own play shrink it, and run on far fewer rows then.
+
 Everything comes from what the searcher observes: its own canonical observation (counts, knowledge,
 hand length) and the other players' cards; the searcher's true hand and the deck order are never read
 (the `checked` invariant is the one exception).
@@ -25,7 +33,9 @@ enumerated whenever that bound (product over slots of the cards still possible) 
 (default 2^24, so every HLE default game), filtering and counting in chunks of `chunk` rows. A game
 whose bound is larger at its deal (e.g. a 6-card hand) is not tracked at all: its samples are invalid
 for the whole game and the search plays the blueprint there. A tracked game above `max_range` keeps
-being updated; only its samples are invalid until the range shrinks.
+being updated; only its samples are invalid until the range shrinks. Its size is then measured before
+its pending filters (an upper bound), so a game whose filtered range would fit max_range may still wait
+for the next hint or own play (a difference from the paper's max range, which counts after filtering).
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from ..hanabi.encode import encode, public_features
 from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
-from .range_filter import CandidatePolicy
+from .range_filter import CandidatePolicy, PartnerView
 
 MAX_ENUM = 1 << 24
 """Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
@@ -101,6 +111,7 @@ class ExactRange:
             self._extend(slot, plaus[:, s] & (cons.unseen > 0))
             self._keep(self._consistent(plaus))
         self.hid = self.net.initial_state(g * self.game.players, device=dev)
+        self.pending: list[tuple[PartnerView, torch.Tensor]] = []  # (view, games [G] it still filters)
         if self.checked:
             self._check(state)
 
@@ -126,19 +137,13 @@ class ExactRange:
         self._keep(self._consistent(plaus))
         # partners: the counterfactual filter on the candidates that agree with everything else
         partner = active & (mover != self.seat)
-        rows = partner.index_select(0, self.game_of).nonzero().flatten()
-        if rows.numel() > 0:
+        if bool((partner & self.tracked).any()):
             pick = torch.arange(g, device=dev) * p + mover
             legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
             view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
                                     publ_out.reshape(g * p, -1).index_select(0, pick), legal, mover,
                                     before.info_tokens, move)
-            keep = torch.ones(self.hands.shape[0], dtype=torch.bool, device=dev)
-            for i in range(0, rows.numel(), self.chunk):
-                r = rows[i : i + self.chunk]
-                keep[r] = self.policy.made_move(view, self.hands.index_select(0, r).long(),
-                                                self.game_of.index_select(0, r))
-            self._keep(keep)
+            self.pending.append((view, partner & self.tracked))
         self.hid = type(hid)(*(torch.where(active.repeat_interleave(p)[None, :, None], new, old)
                                for new, old in zip(hid, self.hid, strict=True)))
         if self.checked:
@@ -152,6 +157,7 @@ class ExactRange:
         Returns hands [G, k, H] long (-1 empty slots), valid [G, k] bool (False where the range is empty,
         above max_range or not tracked)."""
         g, dev = self.num_games, self.device
+        self._flush_small()
         w = self.weights()
         cum = w.cumsum(0)
         total = torch.zeros(g, dtype=torch.long, device=dev).index_add_(0, self.game_of, w)
@@ -167,11 +173,12 @@ class ExactRange:
         out = hands.index_select(0, row.reshape(-1)).view(g, k, -1)
         return SampledHands(torch.where(valid[..., None], out, -1), valid.clone())
 
+    @torch.no_grad()
     def size(self) -> torch.Tensor:
-        """[G] number of hands with positive probability (-1 for a game too large to track)."""
-        n = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
-        n.index_add_(0, self.game_of, torch.ones_like(self.game_of))
-        return torch.where(self.tracked, n, -1)
+        """[G] number of hands with positive probability (-1 for a game too large to track). Exact up to
+        max_range; above it, an upper bound (the partner filters still pending, see the module doc)."""
+        self._flush_small()
+        return torch.where(self.tracked, self._rows(), -1)
 
     def weights(self) -> torch.Tensor:
         """[N] long counting weight of every row (unnormalised probability)."""
@@ -182,11 +189,36 @@ class ExactRange:
         return out
 
     def probabilities(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(hands [N, H] long, game [N], probability [N] float64 within its game): the range as tensors."""
+        """(hands [N, H] long, game [N], probability [N] float64 within its game): the range as tensors,
+        every pending filter applied whatever the size."""
+        self._flush(self.tracked)
         w = self.weights().double()
         total = torch.zeros(self.num_games, dtype=torch.float64, device=self.device)
         total.index_add_(0, self.game_of, w)
         return self.hands.long(), self.game_of, w / total.index_select(0, self.game_of)
+
+    # ---- the deferred counterfactual filters -----------------------------------------------------------
+    def _flush(self, games: torch.Tensor) -> None:
+        """Apply every pending partner filter to the rows of games [G] bool (in chunks of rows)."""
+        for i, (view, todo) in enumerate(self.pending):
+            rows = (todo & games).index_select(0, self.game_of).nonzero().flatten()
+            keep = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
+            for j in range(0, rows.numel(), self.chunk):
+                r = rows[j : j + self.chunk]
+                keep[r] = self.policy.made_move(view, self.hands.index_select(0, r).long(),
+                                                self.game_of.index_select(0, r))
+            self._keep(keep)
+            self.pending[i] = (view, todo & ~games)
+        self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]
+
+    def _rows(self) -> torch.Tensor:
+        """[G] rows held per game (an upper bound on the range while filters are pending)."""
+        n = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
+        return n.index_add_(0, self.game_of, torch.ones_like(self.game_of))
+
+    def _flush_small(self) -> None:
+        """Flush the games whose rows already fit max_range; larger ones wait for hints to shrink them."""
+        self._flush(self.tracked & (self._rows() <= self.max_range))
 
     # ---- row bookkeeping -------------------------------------------------------------------------------
     def _keep(self, keep: torch.Tensor) -> None:
@@ -217,13 +249,15 @@ class ExactRange:
         h = self.game.hand_size
         mine = own.index_select(0, self.game_of)
         s = slot.clamp(min=0).index_select(0, self.game_of)  # hints have no slot (-1); those rows stay
+        held = self.hands.long().gather(1, s[:, None]).squeeze(1)
+        self._keep(~mine | (held == card.index_select(0, self.game_of)))
+        self._flush(own)  # pending filters speak of the hand before the play: apply them on what is left
+        mine, s = own.index_select(0, self.game_of), slot.clamp(min=0).index_select(0, self.game_of)
         hands = self.hands.long()
-        held = hands.gather(1, s[:, None]).squeeze(1)
         j = torch.arange(h, device=self.device)
         src = j + (j >= s[:, None]).long()  # [N, H] successors move left
         shifted = torch.cat([hands, hands.new_full((hands.shape[0], 1), -1)], 1).gather(1, src)
         self.hands = torch.where(mine[:, None], shifted, hands).to(torch.int8)
-        self._keep(~mine | (held == card.index_select(0, self.game_of)))
         new_slot = (cons.hand_len - 1).index_select(0, self.game_of)
         grow = (own & drew).index_select(0, self.game_of)
         self._extend(torch.where(grow, new_slot, -1), cons.unseen > 0)

@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
+from ..models.qnet import QHead
 
 Q_TOL = 1e-4
 """Relative slack (times 1 + |best Q|) within which the observed move counts as the greedy one."""
@@ -96,24 +97,31 @@ class CandidatePolicy:
 
     def q(self, view: PartnerView, hands: torch.Tensor,
           game: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q [n, A], legal [n, A]) of the mover of game[i] if the searcher held hands[i] ([n, H] long)."""
+        """(Q [n, A], legal [n, A]) of the mover of game[i] if the searcher held hands[i] ([n, H] long).
+        On the fast path with a dueling head the Q is the advantage alone (same argmax and gaps)."""
         g, h, t = self.game, self.game.hand_size, self.game.card_types
         tb = tables(g, hands.device)
         held = hands >= 0
-        feats = tb.card_features.index_select(0, (hands + 1).reshape(-1)).view(*hands.shape, -1).any(1)
+        bits = tb.card_features.index_select(0, hands[:, 0] + 1)
+        for s in range(1, h):  # colours and ranks present in the hand, slot by slot
+            bits = bits | tb.card_features.index_select(0, hands[:, s] + 1)
         legal = view.legal.index_select(0, game)
-        hints = feats & view.can_hint.index_select(0, game)[:, None]
+        hints = bits & view.can_hint.index_select(0, game)[:, None]
         legal = legal.scatter(1, view.hint_ids.index_select(0, game), hints)
         publ = view.publ_out.index_select(0, game)
         slot = torch.arange(h, device=hands.device)
         if view.table is not None:
             n_games = view.obs.shape[0]
             idx = (game[:, None] * h + slot) * t + hands.clamp(min=0)
-            pad = view.table.shape[0] - 1
-            idx = torch.cat([torch.where(held, idx, pad), (n_games * h * t + game)[:, None]], 1)
-            pre = F.embedding_bag(idx, view.table, mode="sum", padding_idx=pad)  # [n, hidden]
-            o = self.net.priv_net[1:](pre) * publ
-            return self.net.head(o, legal), legal
+            zero = view.table.shape[0] - 1  # empty slots add the zero row
+            idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
+            x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
+            for layer in self.net.priv_net[1:]:
+                x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
+            x = x.mul_(publ)
+            if isinstance(self.net.head, QHead):  # V and the legal mean of A are the same for every action
+                return self.net.head.adv(x), legal
+            return self.net.head(x, legal), legal
         cards = g.layout.slices["hands.cards"]
         pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
         obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))

@@ -122,8 +122,10 @@ def assert_same(got: dict, want: dict, where: str) -> None:
 
 # ---- tests -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("every", [1, 3])
 @pytest.mark.parametrize("name", sorted(TINY))
-def test_range_equals_brute_force_posterior(name: str, device: str) -> None:
+def test_range_equals_brute_force_posterior(name: str, every: int, device: str) -> None:
+    """every=3 compares only every third move, so partner filters stay pending across own plays."""
     game = TINY[name]
     net = blueprint(game, device)
     ref_net = blueprint(game)
@@ -143,9 +145,9 @@ def test_range_equals_brute_force_posterior(name: str, device: str) -> None:
                 before, after = (game_of(s, g) for s in (turn.state, turn.next_state))
                 refs[g].step(before, int(turn.move[g]), after)
                 want = refs[g].posterior()
-                assert_same(range_dict(rng, g), want, f"{name} seat {seat} game {g} after move {t}")
-                counting = counting_posterior(game, after, seat)
-                filtered += len(want) < len(counting)
+                filtered += len(want) < len(counting_posterior(game, after, seat))
+                if t % every == every - 1 or t == len(turns) - 1 or bool(turn.next_state.done[g]):
+                    assert_same(range_dict(rng, g), want, f"{name} seat {seat} game {g} after move {t}")
     assert filtered > 0, "the partner filter never removed a hand: the test would not see it"
 
 
@@ -267,5 +269,6 @@ def test_fast_first_layer_equals_full_network() -> None:
     partner = (state.cur_player != seat) & ~state.done
     assert int(partner.sum()) >= 4
     assert torch.equal(leg[partner], legal[pick][partner])
-    torch.testing.assert_close(q[partner], q_full[torch.arange(g), state.cur_player][partner],
-                               rtol=1e-5, atol=1e-5)
+    want = q_full[torch.arange(g), state.cur_player][partner]
+    got = q[partner]  # the dueling head's advantages: Q up to a per-row constant
+    torch.testing.assert_close(got - got[:, :1], want - want[:, :1], rtol=1e-5, atol=1e-5)
