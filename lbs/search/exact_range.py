@@ -178,7 +178,7 @@ class ExactRange:
         """[G] number of hands with positive probability (-1 for a game too large to track). Exact up to
         max_range; above it, an upper bound (the partner filters still pending, see the module doc)."""
         self._flush_small()
-        return torch.where(self.tracked, self._rows(), -1)
+        return torch.where(self.tracked, self.rows(), -1)
 
     def weights(self) -> torch.Tensor:
         """[N] long counting weight of every row (unnormalised probability)."""
@@ -211,14 +211,14 @@ class ExactRange:
             self.pending[i] = (view, todo & ~games)
         self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]
 
-    def _rows(self) -> torch.Tensor:
+    def rows(self) -> torch.Tensor:
         """[G] rows held per game (an upper bound on the range while filters are pending)."""
         n = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
         return n.index_add_(0, self.game_of, torch.ones_like(self.game_of))
 
     def _flush_small(self) -> None:
         """Flush the games whose rows already fit max_range; larger ones wait for hints to shrink them."""
-        self._flush(self.tracked & (self._rows() <= self.max_range))
+        self._flush(self.tracked & (self.rows() <= self.max_range))
 
     # ---- row bookkeeping -------------------------------------------------------------------------------
     def _keep(self, keep: torch.Tensor) -> None:
