@@ -1,0 +1,301 @@
+"""SPARTA's exact belief ("range"): every hand the searcher might hold, with its exact probability.
+
+Representation: the candidate hands of all games in one flat block sorted by game, `hands` [N, H]
+int8 (card ids in slot order, -1 for empty slots) and `game` [N] long. A row is in the range iff it
+agrees with the hints (HLE card knowledge, positive and negative), fits the copies the searcher cannot
+see, and survived every counterfactual filter; rows failing any of these are deleted, so the range is
+exactly the rows held. A hand's probability is proportional to its counting weight, the number of ways
+to draw its cards in slot order from the copies the searcher cannot see (prod over slots of the unseen
+copies left, a falling factorial per card id). By Bayes with a uniform deck that is the whole posterior
+(the policy filter is 0/1 likelihood), so weights are recomputed from the current counts, never stored.
+
+Events (update): hints to the searcher and every visible draw, discard or play only change the
+knowledge and counts (rows that now contradict them are deleted); the searcher's own play or discard
+keeps the rows holding the revealed card in that slot, shifts later slots left and appends every card
+the draw could be; after a partner's move the counterfactual filter (range_filter) keeps the rows under
+which that partner's blueprint makes the move it made. Each seat's public recurrent state is advanced
+here from public features, as the lockstep loop does, and shared by every candidate.
+
+Deferred filters: every filter is a 0/1 predicate on the hand as it was at that move, so filters commute
+with each other and with the cheap hint/count deletions. A partner filter is therefore stored (its shared
+view, a few [G, ...] tensors) and applied when it is needed: before the searcher's own play or discard
+(after keeping only the rows that held the revealed card, so on 1/T of the rows), and when samples or
+sizes are asked for, but only for games whose rows already fit max_range. Early in the full game the
+range has millions of rows (the searcher's first move filter would cost tens of seconds on a CPU); its
+filters wait until hints or the searcher's own play shrink it, and run on far fewer rows then.
+
+Everything comes from what the searcher observes: its own canonical observation (counts, knowledge,
+hand length) and the other players' cards; the searcher's true hand and the deck order are never read
+(the `checked` invariant is the one exception).
+
+Sizes: the full game's first moves have up to T^H (25^5 = 9.8 million) ordered hands; the range is
+enumerated whenever that bound (product over slots of the cards still possible) is at most `max_enum`
+(default 2^24, so every HLE default game), filtering and counting in chunks of `chunk` rows. A game
+whose bound is larger at its deal (e.g. a 6-card hand) is not tracked at all: its samples are invalid
+for the whole game and the search plays the blueprint there. A tracked game above `max_range` keeps
+being updated; only its samples are invalid until the range shrinks. Its size is then measured before
+its pending filters (an upper bound), so a game whose filtered range would fit max_range may still wait
+for the next hint or own play (a difference from the paper's max range, which counts after filtering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..acting import legal_with_noop
+from ..belief.constraints import HandConstraints, from_obs, plausible_cards
+from ..hanabi.config import DISCARD, PLAY, GameConfig
+from ..hanabi.encode import encode, public_features
+from ..hanabi.engine import tables
+from ..hanabi.rng import uniform
+from ..hanabi.state import HanabiState
+from .range_filter import CandidatePolicy, PartnerView
+
+MAX_ENUM = 1 << 24
+"""Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
+
+
+@dataclass
+class SampledHands:
+    """k hands per game drawn from a sampler."""
+
+    hands: torch.Tensor  # [G, k, H] long, -1 for empty slots
+    valid: torch.Tensor  # [G, k] bool: False where the game has no usable range
+
+
+class ExactRange:
+    """The searcher's exact range in G games, updated after every real move (see the module doc)."""
+
+    def __init__(self, game: GameConfig, net: nn.Module, seat: int, max_range: int = 1_000_000,
+                 chunk: int = 65536, checked: bool = False, max_enum: int = MAX_ENUM):
+        if not getattr(net, "hidden_is_public", False):
+            raise ValueError("ExactRange needs a net whose recurrent state is public (hidden_is_public)")
+        if not 0 <= seat < game.players:
+            raise ValueError(f"seat must be in 0..{game.players - 1}, got {seat}")
+        self.game, self.net, self.seat = game, net, seat
+        self.max_range, self.chunk, self.checked, self.max_enum = max_range, chunk, checked, max_enum
+        self.policy = CandidatePolicy(game, net, seat)
+
+    # ---- the searcher's view ---------------------------------------------------------------------------
+    def _facts(self, state: HanabiState) -> tuple[HandConstraints, torch.Tensor]:
+        """(constraints from the searcher's own observation, allowed cards per own slot [G, H, T])."""
+        seat = torch.full((state.batch_size, 1), self.seat, dtype=torch.long, device=state.device)
+        cons = from_obs(self.game, encode(self.game, state, observers=seat)[:, 0])
+        return cons, plausible_cards(self.game, cons.color_plausible, cons.rank_plausible)
+
+    def _blind(self, state: HanabiState) -> HanabiState:
+        """The state with the searcher's held cards replaced by card 0: what partners' views share
+        (which slots are held is public; the card identities are what the candidates supply)."""
+        mine = (torch.arange(self.game.players, device=state.device) == self.seat)[None, :, None]
+        return state.replace(hands=torch.where(mine & (state.hands >= 0), 0, state.hands))
+
+    # ---- public API ------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def reset(self, state: HanabiState) -> None:
+        """Start tracking G new games (state: the initial deal, batch G), from the searcher's view."""
+        g, h, dev = state.batch_size, self.game.hand_size, state.device
+        self.num_games, self.device = g, dev
+        cons, plaus = self._facts(state)
+        self.unseen = cons.unseen
+        possible = (plaus & (cons.unseen > 0)[:, None, :]).sum(2).double()  # [G, H]
+        held = torch.arange(h, device=dev) < cons.hand_len[:, None]
+        bound = torch.where(held, possible, 1.0).prod(1)
+        self.tracked = bound <= self.max_enum
+        self.game_of = self.tracked.nonzero().flatten()  # one empty row per tracked game
+        self.hands = torch.full((self.game_of.shape[0], h), -1, dtype=torch.int8, device=dev)
+        for s in range(h):  # enumerate slot by slot, pruning as we go
+            slot = torch.where(cons.hand_len.index_select(0, self.game_of) > s, s, -1)
+            self._extend(slot, plaus[:, s] & (cons.unseen > 0))
+            self._keep(self._consistent(plaus))
+        self.hid = self.net.initial_state(g * self.game.players, device=dev)
+        self.pending: list[tuple[PartnerView, torch.Tensor]] = []  # (view, games [G] it still filters)
+        if self.checked:
+            self._check(state)
+
+    @torch.no_grad()
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
+        """After one real move in every game (move [G], engine ids; games already over are ignored)."""
+        game, p, dev = self.game, self.game.players, before.device
+        g = before.batch_size
+        move = move.long()
+        active = ~before.done
+        mover = before.cur_player
+        kind, slot = tables(game, dev).move_info[move.clamp(min=0)].unbind(1)[:2]
+        # every seat's public state advances on `before` (as in acting.play); the mover's output is its view
+        blind = self._blind(before)
+        obs = encode(game, blind)  # [G, P, D] float
+        publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
+        # the searcher's own play or discard: the card is revealed, a new one may be drawn
+        cons, plaus = self._facts(after)
+        own = active & (mover == self.seat) & ((kind == PLAY) | (kind == DISCARD))
+        if bool(own.any()):
+            self._own_card(own, slot, after.last_card, after.deck_pos > before.deck_pos, cons)
+        self.unseen = cons.unseen
+        self._keep(self._consistent(plaus))
+        # partners: the counterfactual filter on the candidates that agree with everything else
+        partner = active & (mover != self.seat)
+        if bool((partner & self.tracked).any()):
+            pick = torch.arange(g, device=dev) * p + mover
+            legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
+            view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
+                                    publ_out.reshape(g * p, -1).index_select(0, pick), legal, mover,
+                                    before.info_tokens, move)
+            self.pending.append((view, partner & self.tracked))
+        self.hid = type(hid)(*(torch.where(active.repeat_interleave(p)[None, :, None], new, old)
+                               for new, old in zip(hid, self.hid, strict=True)))
+        if self.checked:
+            self._check(after)
+
+    @torch.no_grad()
+    def sample(self, k: int, keys: torch.Tensor) -> SampledHands:
+        """k hands per game drawn from the range's probabilities with hashed counters keyed by keys [G]
+        (lbs.hanabi.rng, so the same keys give the same hands on any device). Integer weights and an
+        integer cumulative sum keep the draw exact; the 32-bit uniform quantises it to 2^-32.
+        Returns hands [G, k, H] long (-1 empty slots), valid [G, k] bool (False where the range is empty,
+        above max_range or not tracked)."""
+        g, dev = self.num_games, self.device
+        self._flush_small()
+        w = self.weights()
+        cum = w.cumsum(0)
+        total = torch.zeros(g, dtype=torch.long, device=dev).index_add_(0, self.game_of, w)
+        start = total.cumsum(0) - total
+        u = uniform(keys.to(dev).long()[:, None], torch.arange(k, device=dev)[None, :])  # [G, k]
+        target = start[:, None] + (u * total[:, None].double()).long()
+        row = torch.searchsorted(cum, target, right=True).clamp(max=max(w.shape[0] - 1, 0))
+        size = self.size()
+        valid = (self.tracked & (total > 0) & (size <= self.max_range))[:, None].expand(g, k)
+        hands = self.hands.long()
+        if hands.shape[0] == 0:  # nothing to draw from anywhere: a dummy row, masked below
+            hands = hands.new_full((1, self.game.hand_size), -1)
+        out = hands.index_select(0, row.reshape(-1)).view(g, k, -1)
+        return SampledHands(torch.where(valid[..., None], out, -1), valid.clone())
+
+    @torch.no_grad()
+    def size(self) -> torch.Tensor:
+        """[G] number of hands with positive probability (-1 for a game too large to track). Exact up to
+        max_range; above it, an upper bound (the partner filters still pending, see the module doc)."""
+        self._flush_small()
+        return torch.where(self.tracked, self.rows(), -1)
+
+    def weights(self) -> torch.Tensor:
+        """[N] long counting weight of every row (unnormalised probability)."""
+        out = torch.empty(self.hands.shape[0], dtype=torch.long, device=self.device)
+        for i in range(0, self.hands.shape[0], self.chunk):
+            sl = slice(i, i + self.chunk)
+            out[sl] = _ways(self.hands[sl].long(), self.game_of[sl], self.unseen)
+        return out
+
+    def probabilities(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(hands [N, H] long, game [N], probability [N] float64 within its game): the range as tensors,
+        every pending filter applied whatever the size."""
+        self._flush(self.tracked)
+        w = self.weights().double()
+        total = torch.zeros(self.num_games, dtype=torch.float64, device=self.device)
+        total.index_add_(0, self.game_of, w)
+        return self.hands.long(), self.game_of, w / total.index_select(0, self.game_of)
+
+    # ---- the deferred counterfactual filters -----------------------------------------------------------
+    def _flush(self, games: torch.Tensor) -> None:
+        """Apply every pending partner filter to the rows of games [G] bool (in chunks of rows)."""
+        for i, (view, todo) in enumerate(self.pending):
+            rows = (todo & games).index_select(0, self.game_of).nonzero().flatten()
+            keep = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
+            for j in range(0, rows.numel(), self.chunk):
+                r = rows[j : j + self.chunk]
+                keep[r] = self.policy.made_move(view, self.hands.index_select(0, r).long(),
+                                                self.game_of.index_select(0, r))
+            self._keep(keep)
+            self.pending[i] = (view, todo & ~games)
+        self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]
+
+    def rows(self) -> torch.Tensor:
+        """[G] rows held per game (an upper bound on the range while filters are pending)."""
+        n = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
+        return n.index_add_(0, self.game_of, torch.ones_like(self.game_of))
+
+    def _flush_small(self) -> None:
+        """Flush the games whose rows already fit max_range; larger ones wait for hints to shrink them."""
+        self._flush(self.tracked & (self.rows() <= self.max_range))
+
+    # ---- row bookkeeping -------------------------------------------------------------------------------
+    def _keep(self, keep: torch.Tensor) -> None:
+        """Delete the rows where keep [N] is False (order is kept, so rows stay sorted by game)."""
+        idx = keep.nonzero().flatten()
+        self.hands, self.game_of = self.hands.index_select(0, idx), self.game_of.index_select(0, idx)
+
+    def _extend(self, slot: torch.Tensor, allowed: torch.Tensor) -> None:
+        """Replace each row whose slot [N] is >= 0 by one row per card allowed [G, T] in that slot."""
+        t = self.game.card_types
+        grow = slot >= 0
+        reps = torch.where(grow, t, 1)
+        src = torch.repeat_interleave(torch.arange(grow.shape[0], device=self.device), reps)
+        first = (reps.cumsum(0) - reps).index_select(0, src)
+        card = torch.arange(src.shape[0], device=self.device) - first  # [N'] 0..T-1 within a grown row
+        game, s = self.game_of.index_select(0, src), slot.index_select(0, src)
+        hands = self.hands.index_select(0, src)
+        put, at = s >= 0, s.clamp(min=0)[:, None]
+        hands.scatter_(1, at, torch.where(put[:, None], card[:, None].to(hands.dtype), hands.gather(1, at)))
+        ok = ~put | allowed.flatten().index_select(0, game * t + card.clamp(max=t - 1))
+        self.hands, self.game_of = hands, game
+        self._keep(ok)
+
+    def _own_card(self, own: torch.Tensor, slot: torch.Tensor, card: torch.Tensor, drew: torch.Tensor,
+                  cons: HandConstraints) -> None:
+        """The searcher played or discarded slot [G] holding card [G] in games own [G]: keep the rows that
+        held it there, remove the slot (later slots shift left) and, where drew [G], add every new card."""
+        h = self.game.hand_size
+        mine = own.index_select(0, self.game_of)
+        s = slot.clamp(min=0).index_select(0, self.game_of)  # hints have no slot (-1); those rows stay
+        held = self.hands.long().gather(1, s[:, None]).squeeze(1)
+        self._keep(~mine | (held == card.index_select(0, self.game_of)))
+        self._flush(own)  # pending filters speak of the hand before the play: apply them on what is left
+        mine, s = own.index_select(0, self.game_of), slot.clamp(min=0).index_select(0, self.game_of)
+        hands = self.hands.long()
+        j = torch.arange(h, device=self.device)
+        src = j + (j >= s[:, None]).long()  # [N, H] successors move left
+        shifted = torch.cat([hands, hands.new_full((hands.shape[0], 1), -1)], 1).gather(1, src)
+        self.hands = torch.where(mine[:, None], shifted, hands).to(torch.int8)
+        new_slot = (cons.hand_len - 1).index_select(0, self.game_of)
+        grow = (own & drew).index_select(0, self.game_of)
+        self._extend(torch.where(grow, new_slot, -1), cons.unseen > 0)
+
+    def _consistent(self, plaus: torch.Tensor) -> torch.Tensor:
+        """[N] bool: the row fits the hints (plaus [G, H, T]) and the unseen counts."""
+        h, t = self.game.hand_size, self.game.card_types
+        out = torch.empty(self.hands.shape[0], dtype=torch.bool, device=self.device)
+        flat = plaus.flatten()
+        j = torch.arange(h, device=self.device)
+        for i in range(0, self.hands.shape[0], self.chunk):
+            sl = slice(i, i + self.chunk)
+            hands, game = self.hands[sl].long(), self.game_of[sl]
+            ok = flat.index_select(0, ((game[:, None] * h + j) * t + hands.clamp(min=0)).flatten())
+            ok = (ok.view(hands.shape) | (hands < 0)).all(1)
+            out[sl] = ok & (_ways(hands, game, self.unseen) > 0)
+        return out
+
+    def _check(self, state: HanabiState) -> None:
+        """The invariant (the only place that reads the true hand): it is in the range, weight > 0."""
+        true = state.hands[:, self.seat].long()
+        match = (self.hands.long() == true.index_select(0, self.game_of)).all(1) & (self.weights() > 0)
+        found = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
+        found.index_add_(0, self.game_of, match.long())
+        bad = self.tracked & (found == 0)
+        if bool(bad.any()):
+            games = bad.nonzero().flatten().tolist()[:8]
+            raise RuntimeError(f"ExactRange(seat {self.seat}): the true hand left the range in games {games}")
+
+
+def _ways(hands: torch.Tensor, game: torch.Tensor, unseen: torch.Tensor) -> torch.Tensor:
+    """[n] long: ways to draw hands [n, H] in slot order from unseen [G, T] copies (0 if impossible)."""
+    t = unseen.shape[1]
+    flat = unseen.flatten()
+    out = torch.ones(hands.shape[0], dtype=torch.long, device=hands.device)
+    for s in range(hands.shape[1]):
+        c = hands[:, s]
+        before = (hands[:, :s] == c[:, None]).sum(1)
+        left = flat.index_select(0, game * t + c.clamp(min=0)) - before
+        out = out * torch.where(c >= 0, left.clamp(min=0), 1)
+    return out

@@ -1,0 +1,141 @@
+"""SPARTA's counterfactual filter: would the partner's blueprint have made the move it made if the
+searcher held this candidate hand?
+
+A partner's canonical observation under a candidate differs from the true one only in the searcher's
+block of the partner's `hands.cards` section (relative position (searcher - partner) mod P, minus one),
+and its legal moves only in the hints to the searcher (legal iff some candidate card matches). So one
+shared view per game serves every candidate: the observation with that block zeroed, the public LSTM
+output (public features only) and the legal moves without those hints. The private network's first
+layer is linear in the observation, so a candidate's pre-activation is the shared term plus one weight
+column per (slot, card): one embedding-bag sum per candidate instead of re-encoding it.
+
+Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
+filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
+candidate is kept when the move's Q is within Q_TOL (relative) of the best legal Q. That keeps a
+superset of the exact greedy filter, differing only at near-ties, and never drops the true hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..hanabi.config import GameConfig
+from ..hanabi.engine import tables
+from ..models.qnet import QHead
+
+Q_TOL = 1e-4
+"""Relative slack (times 1 + |best Q|) within which the observed move counts as the greedy one."""
+
+
+@dataclass
+class PartnerView:
+    """What every candidate of one game shares at a partner's move; shapes [G, ...], one row per game."""
+
+    obs: torch.Tensor  # [G, D] the mover's observation, the searcher's block zeroed
+    block: torch.Tensor  # [G] long: index of the searcher's block inside the mover's hands.cards
+    publ_out: torch.Tensor  # [G, F] the mover's public output (F = hidden, or 1 for doubles)
+    legal: torch.Tensor  # [G, A] bool: the mover's legal actions, hints to the searcher cleared
+    hint_ids: torch.Tensor  # [G, C+R] long: colour then rank hint actions aimed at the searcher
+    can_hint: torch.Tensor  # [G] bool: an info token is left
+    move: torch.Tensor  # [G] long: the move the partner made
+    table: torch.Tensor | None = None  # fast path: [G*H*T + G + 1, hidden] slot terms, shared term, zero row
+
+
+def _first_linear(net: nn.Module) -> nn.Linear | None:
+    """The private network's first layer when Q = head(priv_net(obs) * publ_out) with a Linear first."""
+    priv = getattr(net, "priv_net", None)
+    if isinstance(priv, nn.Sequential) and len(priv) > 0 and isinstance(priv[0], nn.Linear):
+        if hasattr(net, "head"):
+            return priv[0]
+    return None
+
+
+class CandidatePolicy:
+    """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
+
+    def __init__(self, game: GameConfig, net: nn.Module, seat: int):
+        self.game, self.net, self.seat = game, net, seat
+        self.linear = _first_linear(net)
+
+    def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
+             info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
+        """Shared view from the mover's observation obs [G, D] (any values in the searcher's block),
+        public output [G, F], legal actions [G, A] (any values for the hints to the searcher)."""
+        g, p, h, t = self.game, self.game.players, self.game.hand_size, self.game.card_types
+        dev = obs.device
+        rel = (self.seat - mover) % p  # [G] the searcher's offset from the mover (0: it is the searcher)
+        block = (rel - 1).clamp(min=0)
+        cards = g.layout.slices["hands.cards"]
+        pos = torch.arange(g.obs_dim, device=dev)
+        start = cards.start + block * h * t  # [G]
+        in_block = (pos >= start[:, None]) & (pos < (start + h * t)[:, None])
+        shared = obs.float().masked_fill(in_block, 0.0)
+        off = rel.clamp(min=1) - 1
+        colour = 2 * h + off[:, None] * g.colors + torch.arange(g.colors, device=dev)
+        rank = 2 * h + (p - 1) * g.colors + off[:, None] * g.ranks + torch.arange(g.ranks, device=dev)
+        hint_ids = torch.cat([colour, rank], 1)  # [G, C+R]
+        legal = legal.scatter(1, hint_ids, False)
+        view = PartnerView(shared, block, publ_out, legal, hint_ids, info_tokens > 0, move.long())
+        if self.linear is not None:
+            view.table = self._table(view)
+        return view
+
+    def _table(self, view: PartnerView) -> torch.Tensor:
+        """Rows g*H*T + s*T + c: the first layer's weight column for card c in the searcher's slot s of
+        game g's block; then one shared pre-activation per game; then a zero row (empty slots)."""
+        lin, g = self.linear, self.game
+        h, t, dtype = g.hand_size, g.card_types, lin.weight.dtype
+        cards = g.layout.slices["hands.cards"]
+        cols = lin.weight[:, cards].t().reshape(g.players - 1, h * t, -1)  # [P-1, H*T, hidden]
+        slots = cols.index_select(0, view.block).reshape(-1, cols.shape[-1])  # [G*H*T, hidden]
+        shared = F.linear(view.obs.to(dtype), lin.weight, lin.bias)  # [G, hidden]
+        return torch.cat([slots, shared, shared.new_zeros(1, shared.shape[1])])
+
+    def q(self, view: PartnerView, hands: torch.Tensor,
+          game: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q [n, A], legal [n, A]) of the mover of game[i] if the searcher held hands[i] ([n, H] long).
+        On the fast path with a dueling head the Q is the advantage alone (same argmax and gaps)."""
+        g, h, t = self.game, self.game.hand_size, self.game.card_types
+        tb = tables(g, hands.device)
+        held = hands >= 0
+        bits = tb.card_features.index_select(0, hands[:, 0] + 1)
+        for s in range(1, h):  # colours and ranks present in the hand, slot by slot
+            bits = bits | tb.card_features.index_select(0, hands[:, s] + 1)
+        legal = view.legal.index_select(0, game)
+        hints = bits & view.can_hint.index_select(0, game)[:, None]
+        legal = legal.scatter(1, view.hint_ids.index_select(0, game), hints)
+        publ = view.publ_out.index_select(0, game)
+        slot = torch.arange(h, device=hands.device)
+        if view.table is not None:
+            n_games = view.obs.shape[0]
+            idx = (game[:, None] * h + slot) * t + hands.clamp(min=0)
+            zero = view.table.shape[0] - 1  # empty slots add the zero row
+            idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
+            x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
+            for layer in self.net.priv_net[1:]:
+                x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
+            x = x.mul_(publ)
+            if isinstance(self.net.head, QHead):  # V and the legal mean of A are the same for every action
+                return self.net.head.adv(x), legal
+            return self.net.head(x, legal), legal
+        cards = g.layout.slices["hands.cards"]
+        pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
+        obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))
+        return self.net.q_from_public(obs, publ, legal), legal
+
+    def made_move(self, view: PartnerView, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
+        """[n] bool: the mover's move is legal and (within Q_TOL) greedy under each candidate hand."""
+        q, legal = self.q(view, hands, game)
+        return move_is_greedy(q, legal, view.move.index_select(0, game))
+
+
+def move_is_greedy(q: torch.Tensor, legal: torch.Tensor, move: torch.Tensor) -> torch.Tensor:
+    """[n] bool: move [n] is legal and its Q is within Q_TOL * (1 + |best|) of the best legal Q."""
+    masked = q.float().masked_fill(~legal, float("-inf"))
+    best = masked.max(1).values
+    mine = masked.gather(1, move[:, None]).squeeze(1)
+    return legal.gather(1, move[:, None]).squeeze(1) & (mine >= best - Q_TOL * (1 + best.abs()))
