@@ -28,6 +28,7 @@ from lbs.hanabi.interop.text import playthrough
 from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
+from lbs.search.exact_range import ExactRange
 from lbs.search.report import summarize_run
 from lbs.search.samplers import BELIEF, LearnedBelief
 from lbs.seeding import Stream, game_seeds
@@ -102,6 +103,13 @@ def parser() -> argparse.ArgumentParser:
         help="belief checkpoint for LBS (default: checkpoints/belief_2p.pt "
         "with the shipped blueprint; required with any other blueprint)",
     )
+    ap.add_argument(
+        "--max-range",
+        "--max_range",
+        type=int,
+        default=1_000_000,
+        help="sparta: above this many possible hands play the blueprint move (default 1,000,000)",
+    )
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--out", default=None, help="JSON result path (default runs/search/<mode>-<time>.json)")
@@ -125,8 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.games < 1 or args.batch_games < 1:
             raise ValueError(f"--games {args.games} and --batch-games {args.batch_games} must be >= 1")
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
-        if sampler_kind == "range":
-            raise ValueError("mode 'sparta' needs the exact range sampler, which is not built yet")
+        if args.max_range < 1:
+            raise ValueError(f"--max-range {args.max_range} must be >= 1")
         device = resolve_device(args.device)
         game, net = load_blueprint(args.blueprint, device=device)
         cfg = SearchConfig(
@@ -170,7 +178,11 @@ def main(argv: list[str] | None = None) -> None:
         server.register(BELIEF, belief)
     timing = Timing() if args.profile else None
     q_fn = timing.wrap(server.step) if timing is not None else server.step
-    make_sampler = (lambda: LearnedBelief(game, server, cfg.seat)) if belief is not None else None
+    make_sampler = None
+    if belief is not None:
+        make_sampler = lambda: LearnedBelief(game, server, cfg.seat)  # noqa: E731
+    elif sampler_kind == "range":  # SPARTA's exact range runs the blueprint's private layers itself
+        make_sampler = lambda: ExactRange(game, net, cfg.seat, max_range=args.max_range)  # noqa: E731
     print(
         f"search: {args.mode} on {device}, {args.games} games of {game}, {args.rollouts} rollouts per move",
         file=sys.stderr,

@@ -40,8 +40,6 @@ for the next hint or own play (a difference from the paper's max range, which co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
@@ -53,17 +51,10 @@ from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
 from .range_filter import CandidatePolicy, PartnerView
+from .samplers import SampledHands
 
 MAX_ENUM = 1 << 24
 """Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
-
-
-@dataclass
-class SampledHands:
-    """k hands per game drawn from a sampler."""
-
-    hands: torch.Tensor  # [G, k, H] long, -1 for empty slots
-    valid: torch.Tensor  # [G, k] bool: False where the game has no usable range
 
 
 class ExactRange:
@@ -150,12 +141,17 @@ class ExactRange:
             self._check(after)
 
     @torch.no_grad()
-    def sample(self, k: int, keys: torch.Tensor) -> SampledHands:
+    def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor | None = None) -> SampledHands:
         """k hands per game drawn from the range's probabilities with hashed counters keyed by keys [G]
         (lbs.hanabi.rng, so the same keys give the same hands on any device). Integer weights and an
         integer cumulative sum keep the draw exact; the 32-bit uniform quantises it to 2^-32.
         Returns hands [G, k, H] long (-1 empty slots), valid [G, k] bool (False where the range is empty,
-        above max_range or not tracked)."""
+        above max_range or not tracked). With games [G'] (the search's HandSampler call), keys are those
+        games' [G'] and so are the results."""
+        if games is not None:
+            full = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
+            out = self.sample(k, full.index_copy(0, games.to(self.device), keys.to(self.device).long()))
+            return SampledHands(out.hands.index_select(0, games), out.valid.index_select(0, games))
         g, dev = self.num_games, self.device
         self._flush_small()
         w = self.weights()
