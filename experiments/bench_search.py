@@ -26,7 +26,7 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
 from lbs.search.samplers import BELIEF, LearnedBelief
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+from common import machine, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
@@ -107,15 +107,7 @@ def main() -> None:
             f"| {mode} | {bg} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )
-    text = "\n".join(lines) + "\n"
-    if args.record:
-        out = ROOT / "experiments" / "results" / f"bench_search_{datetime.date.today()}_{args.record}.md"
-    else:
-        out = Path(args.out) / f"bench_search_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(text)
-    print(f"written: {out}")
+    write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out)
 
 
 if __name__ == "__main__":

@@ -42,3 +42,19 @@ def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
     )
     ckpt_path.with_suffix(".md").write_text(card)
     print(card)
+
+
+def write_result(text: str, name: str, record: str | None, scratch: str) -> Path:
+    """Write (and print) a result: into experiments/results/<name>_<date>_<record>.md when asked to
+    record, else into the scratch folder, never over an existing file."""
+    if record:
+        out = Path(__file__).parent / "results" / f"{name}_{datetime.date.today()}_{record}.md"
+    else:
+        out = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
+    if out.exists():
+        raise SystemExit(f"{out} exists; choose another --record name")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+    print(f"written: {out}")
+    return out

@@ -31,7 +31,7 @@ from lbs.search.report import summarize_run
 from lbs.search.samplers import BELIEF, LearnedBelief
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+from common import machine, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,16 +135,8 @@ def main() -> None:
             f"| {mode} | {s.score.mean:.3f} ± {s.score.sem:.3f} | {diff} | {100 * s.score.perfect:.1f} | "
             f"{100 * s.score.bombed:.1f} | {per_game} | {per_move} | {rps} | {dev} | {cost} |"
         )
-    text = "\n".join(lines) + "\n"
-    if args.record:
-        out = ROOT / "experiments" / "results" / f"search_{datetime.date.today()}_{args.record}.md"
-    else:
-        out = Path(args.out) / f"search_table_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    out = write_result("\n".join(lines) + "\n", "search", args.record, args.out)
     out.with_suffix(".json").write_text(json.dumps(scores) + "\n")
-    print(text)
-    print(f"written: {out}")
 
 
 if __name__ == "__main__":

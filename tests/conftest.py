@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lbs.acting import legal_with_noop
+from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.hanabi.variants import FULL_GAMES, VARIANTS  # noqa: F401  (suites import FULL_GAMES from here)
 
 CONFIGS = VARIANTS  # every suite that loops over game rules uses the package's one registry
@@ -19,6 +21,13 @@ def pytest_configure(config) -> None:
         raise RuntimeError("CI: hanabi-learning-environment is missing, so conformance tests would skip")
 
 
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
+]
+"""Parametrise a test over devices; CUDA runs where a GPU is present."""
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Small ops on a shared 2-core machine: one torch thread is several times faster."""
@@ -26,3 +35,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def random_rollout(game: GameConfig, batch: int, steps: int, seed: int = 0, observe: bool = True):
+    """Random play: per step (state, priv [B, P, D], publ, legal [B, P, A]), finished games included."""
+    state = engine.reset(game, torch.arange(batch) + 1000 * seed)
+    out = []
+    for t in range(steps):
+        priv = encode(game, state) if observe else None
+        publ = public_features(game, priv) if observe else None
+        out.append((state, priv, publ, legal_with_noop(game, state)))
+        state = engine.step(game, state, engine.random_moves(game, state, torch.arange(batch) + 7 * t))[0]
+    return out

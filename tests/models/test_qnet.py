@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import CONFIGS, FULL_GAMES
+from conftest import CONFIGS, FULL_GAMES, random_rollout
 
-from lbs.acting import greedy, legal_with_noop
-from lbs.hanabi import GameConfig, encode, engine, public_features
+from lbs.acting import greedy
+from lbs.hanabi import GameConfig, public_features
 from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
 from lbs.models.qnet import KINDS, QHead
 
@@ -20,21 +20,12 @@ def small_net(game: GameConfig, kind: str, **kw) -> torch.nn.Module:
     return make_qnet(game, NetConfig(kind=kind, **{**SMALL, **kw})).eval()
 
 
-def rollout(game: GameConfig, batch: int, steps: int, seed: int = 0, observe: bool = True):
-    """Random play: per step (state, priv [B, P, D], publ, legal [B, P, A]), finished games included."""
-    state = engine.reset(game, torch.arange(batch) + 1000 * seed)
-    out = []
-    for t in range(steps):
-        priv = encode(game, state) if observe else None
-        publ = public_features(game, priv) if observe else None
-        out.append((state, priv, publ, legal_with_noop(game, state)))
-        state = engine.step(game, state, engine.random_moves(game, state, torch.arange(batch) + 7 * t))[0]
-    return out
+
 
 
 def sequences(game: GameConfig, batch: int, steps: int, seed: int = 0):
     """Rows = (game, seat) streams: priv [B*P, T, D], publ [B*P, T, Dp], legal [B*P, T, A]."""
-    tr = rollout(game, batch, steps, seed)
+    tr = random_rollout(game, batch, steps, seed)
     priv, publ, legal = (torch.stack([x[i] for x in tr], 2).flatten(0, 1) for i in (1, 2, 3))
     return priv, publ, legal
 

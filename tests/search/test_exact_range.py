@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 import torch
+from conftest import DEVICES
 
 from lbs.acting import Turn, greedy, legal_with_noop, play
 from lbs.hanabi import GameConfig, encode, engine, public_features
@@ -29,15 +30,7 @@ TINY = {
     "p3_c2_r2_h2": GameConfig(players=3, colors=2, ranks=2, hand_size=2),
     "p4_c1_r3_h1": GameConfig(players=4, colors=1, ranks=3, hand_size=1),
 }
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
-]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread(one_thread):
-    yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def blueprint(game: GameConfig, device: str = "cpu") -> torch.nn.Module:

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from conftest import DEVICES
 
 from lbs.acting import env_moves, greedy, legal_with_noop, observe, play
 from lbs.belief import constraints
@@ -23,15 +24,7 @@ from lbs.seeding import Stream, game_seeds
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
 GAME3 = GameConfig(players=3, colors=2, ranks=3, hand_size=2)
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
-]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread(one_thread):
-    yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def blueprint(game: GameConfig, seed: int = 0):
