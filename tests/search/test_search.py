@@ -310,24 +310,17 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
             assert torch.equal(encode(game, state, seat), encode(game, other, seat))  # it observes the same
             bp = engine.legal_moves(game, state).float().argmax(1)
             ids = torch.arange(12)
-            out = []
-            for st in (state, other):
-                sampler = LearnedBelief(game, server, 0)
+
+            def decide(st, sampler, games=games, hid=hid, bp=bp, steps=steps, ids=ids):
                 sampler.reset(st)
-                out.append(
-                    Searcher(game, server.step, sampler, cfg, seed=3).decide(st, games, hid, bp, steps, ids)
-                )
-            a, b = out
+                searcher = Searcher(game, server.step, sampler, cfg, seed=3)
+                return searcher.decide(st, games, hid, bp, steps, ids)
+
+            a, b = (decide(st, LearnedBelief(game, server, 0)) for st in (state, other))
             assert torch.equal(a.move, b.move) and torch.equal(a.count, b.count)
             assert torch.allclose(a.mean, b.mean)
-            out = []
-            for st in (state, other):
-                sampler = TrueHand(game, 0)
-                sampler.reset(st)
-                out.append(
-                    Searcher(game, server.step, sampler, cfg, seed=3).decide(st, games, hid, bp, steps, ids)
-                )
-            peeked |= not torch.allclose(out[0].mean, out[1].mean)
+            a, b = (decide(st, TrueHand(game, 0)) for st in (state, other))
+            peeked |= not torch.allclose(a.mean, b.mean)
     assert swaps > 10 and peeked
 
 
