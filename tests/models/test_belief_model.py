@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from lbs.configs import from_dict, to_dict
 from lbs.hanabi import GameConfig
 from lbs.models.belief import BeliefConfig, BeliefModel, counting_log_prob
 
@@ -230,9 +231,9 @@ def test_count_prior_reads_the_observation():
 
 
 def test_checkpoint_configs_from_before_the_prior_load_without_it():
-    d = TINY.to_dict()
+    d = to_dict(TINY)
     del d["count_prior"]
-    assert BeliefConfig.from_dict(d).count_prior is False
+    assert from_dict(BeliefConfig, d).count_prior is False
     with pytest.raises(ValueError, match="count_prior"):
         BeliefConfig(count_prior=1)
 
@@ -376,7 +377,7 @@ def test_full_size_default_config_builds():
     model = BeliefModel(game)
     assert model.cfg == BeliefConfig() and model.head.out_features == game.card_types
     assert model.cfg.count_prior
-    assert BeliefConfig.from_dict(model.cfg.to_dict()) == model.cfg
+    assert from_dict(BeliefConfig, to_dict(model.cfg)) == model.cfg
     with torch.no_grad():
         ctx, _ = model.encode(torch.zeros(1, 2, game.private_dim))
         assert model.sample(ctx[:, -1], 3, torch.tensor([0])).shape == (1, 3, game.hand_size)
