@@ -36,7 +36,14 @@ from lbs.belief.evaluate import evaluate_belief
 from lbs.belief.sampling import sample_valid
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode
-from lbs.models import BeliefConfig, BeliefModel, load_belief, load_blueprint, resolve_device
+from lbs.models import (
+    BeliefConfig,
+    BeliefModel,
+    load_belief,
+    load_blueprint,
+    resolve_device,
+    stored_blueprint_path,
+)
 from lbs.rl.actors import ActorConfig, run_round
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -165,8 +172,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    blob = ckpt.load(args.belief, "belief")
-    bp_path = args.blueprint or blob["blueprint"]["path"]
+    try:
+        blob = ckpt.load(args.belief, "belief")
+        bp_path = args.blueprint or str(stored_blueprint_path(blob, args.belief))
+    except ckpt.CheckpointError as e:
+        sys.exit(f"belief_fig3: {e}")
+    step = blob.get("step", blob.get("global_step", "?"))  # shipped files carry global_step only
     game, model = load_belief(args.belief, blueprint_path=bp_path, device=device)  # checks the blueprint hash
     _, net = load_blueprint(bp_path, device=device, game=game)
 
@@ -200,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"belief_fig3_{datetime.date.today().isoformat()}_{args.tag or device.type}"
-    title = (f"{game.players}p {game.colors}c{game.ranks}r, belief step {blob['step']}, "
+    title = (f"{game.players}p {game.colors}c{game.ranks}r, belief step {step}, "
              f"{args.games} greedy blueprint games")
     plot(out / f"{stem}.png", ev, title)
     with open(out / f"{stem}.csv", "w", newline="") as f:
@@ -223,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         f"- game: {game.to_dict()}",
         f"- blueprint: `{bp_path}` (sha256 {ckpt.file_hash(bp_path)[:16]}..., "
         f"{bp_blob['counters']['updates']} updates, best greedy score {best_score:.3f})",
-        f"- belief: `{args.belief}` (step {blob['step']}, model {blob['config']['model']}, "
+        f"- belief: `{args.belief}` (step {step}, model {blob['config']['model']}, "
         f"explore {blob['config']['explore']})",
         f"- evaluation: {args.games} greedy games, seeds 0..{args.games - 1}, episode {-1 - args.seed} "
         f"(held out), {eval_s:.0f} s",

@@ -130,7 +130,7 @@ PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
         game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
         net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
-        actor=ActorConfig(num_games=32, max_len=0),  # whole games, whatever --game.* says
+        actor=ActorConfig(num_games=32, max_len=16),
         lr=1e-3,
         adam_eps=1e-8,
         gamma=0.99,
@@ -149,7 +149,7 @@ PRESETS: dict[str, TrainConfig] = {
     "small": TrainConfig(
         game=GameConfig(players=2, colors=2, ranks=5),
         net=NetConfig(hidden=64, lstm_layers=1, mlp_layers=2),
-        actor=ActorConfig(num_games=64, max_len=0),
+        actor=ActorConfig(num_games=64, max_len=40),
         lr=1e-3,
         adam_eps=1e-8,
         gamma=0.99,
@@ -216,6 +216,7 @@ class Trainer:
         self.best = -math.inf
         self.history: list[dict] = []
         self.wandb_id: str | None = None
+        self._cut_warned = False
         if resume:
             self._load(resume)
         self.server.update_weights(self._module().state_dict())
@@ -350,6 +351,17 @@ class Trainer:
         net.train()
         return res
 
+    def _warn_if_cut(self, stats: dict[str, torch.Tensor]) -> None:
+        """Say once when actor.max_len cuts many games (e.g. a preset's max_len after --game.* made games
+        longer): cut games teach nothing about their ends."""
+        t = self.cfg.actor.max_len
+        if t and not self._cut_warned:
+            cut = float((stats["length"] >= t).float().mean())  # one host sync per round
+            if cut > 0.05:
+                self._cut_warned = True
+                say(f"warning: actor.max_len={t} cut {100 * cut:.0f}% of a round's games (this game can last "
+                    f"{self.cfg.game.max_steps} steps); raise --actor.max_len, or 0 for whole games")
+
     # ---- the loop ------------------------------------------------------------------------------
     def _wandb(self, tags: list[str]):
         """One W&B run per run folder: named after it, resumed by id, metrics declared with their step."""
@@ -386,9 +398,6 @@ class Trainer:
             return None
         self.out.mkdir(parents=True, exist_ok=True)
         say(f"blueprint run in {self.out} from update {self.counters['updates']} on {self.device.type}")
-        if cfg.actor.max_len and cfg.actor.max_len < cfg.game.max_steps:
-            say(f"games longer than actor.max_len={cfg.actor.max_len} steps are cut (this game can last "
-                f"{cfg.game.max_steps}; 0 keeps whole games)")
         run = self._wandb(tags or [])
         start = time.time() - self.counters["wall_seconds"]
         last_ckpt = time.time()
@@ -413,6 +422,7 @@ class Trainer:
                 t0 = time.time()
                 stats = self.act_round()
                 t_act += time.time() - t0
+                self._warn_if_cut(stats)
                 if len(self.replay) < cfg.min_replay:
                     bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
                     continue

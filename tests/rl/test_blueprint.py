@@ -251,14 +251,15 @@ def test_every_config_field_is_checked(tmp_path, field, value, message):
         replace(micro_config(tmp_path), **{field: value})
 
 
-def test_actor_config_is_checked_and_whole_games_by_default():
+def test_actor_config_is_checked_and_cut_games_are_announced(tmp_path):
     with pytest.raises(ValueError, match="ActorConfig.eps_base=2.0: must be in"):
         ActorConfig(eps_base=2.0)
     with pytest.raises(ValueError, match="ActorConfig.num_games=0"):
         ActorConfig(num_games=0)
-    tiny = PRESETS["tiny"]
-    longer = replace(tiny, game=GameConfig(players=2, colors=2, ranks=4, hand_size=2))
-    assert longer.seq_len == longer.game.max_steps > tiny.seq_len  # --game.* never cuts games
+    whole = replace(PRESETS["tiny"], actor=ActorConfig(max_len=0))
+    assert whole.seq_len == whole.game.max_steps
+    r = _cli([*MICRO_FLAGS, "--game.colors", "2", "--out_dir", str(tmp_path / "cut")], tmp_path)
+    assert r.returncode == 0 and "warning: actor.max_len=10 cut" in r.stderr, r.stderr[-2000:]
 
 
 def test_help_shows_docs_and_the_preset_and_both_spellings_work(tmp_path):
