@@ -14,7 +14,8 @@ starts from, so learned < counting is what the network learned from the blueprin
 Throughput: K hands per query sampled from the learned belief at real positions, then filtered
 exactly (sample_valid); we report valid hands per second, one query per call as search issues them,
 plus the paper-size network (random weights, full 2-player game) for the cost of the reference model.
-Writes experiments/results/belief_fig3_<date>_<tag>.{png,csv,md}.
+Writes runs/experiments/belief_fig3_<date>_<tag>.{png,csv,md}; --record writes into the tracked
+experiments/results/.
 """
 
 from __future__ import annotations
@@ -167,8 +168,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tag", default="", help="suffix of the result files (default: the device type)")
-    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--out", default="runs/experiments", help="folder for the results (default: scratch)")
+    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
     args = ap.parse_args(argv)
+    if args.record:
+        args.out = str(RESULTS)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

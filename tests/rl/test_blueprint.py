@@ -208,6 +208,10 @@ def test_resume_writes_next_to_the_file_and_a_finished_run_says_so(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert not (tmp_path / "a").exists()
     assert ckpt.load(moved / "latest.pt", "blueprint")["counters"]["updates"] == 8
+    curve = [sys.executable, str(ROOT / "experiments" / "learning_curve.py"), str(moved), "--games", "20"]
+    r = subprocess.run(curve, capture_output=True, text=True, env=os.environ, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (moved / "learning_curve_moved.png").is_file()  # the curve, for any run folder, without W&B
 
 
 def test_shipped_weights_cannot_be_resumed(tmp_path):
@@ -258,8 +262,8 @@ def test_actor_config_is_checked_and_cut_games_are_announced(tmp_path):
         ActorConfig(num_games=0)
     whole = replace(PRESETS["tiny"], actor=ActorConfig(max_len=0))
     assert whole.seq_len == whole.game.max_steps
-    r = _cli([*MICRO_FLAGS, "--game.colors", "2", "--out_dir", str(tmp_path / "cut")], tmp_path)
-    assert r.returncode == 0 and "warning: actor.max_len=10 cut" in r.stderr, r.stderr[-2000:]
+    r = _cli([*MICRO_FLAGS, "--actor.max_len", "4", "--out_dir", str(tmp_path / "cut")], tmp_path)
+    assert r.returncode == 0 and "warning: actor.max_len=4 cut" in r.stderr, r.stderr[-2000:]
 
 
 def test_help_shows_docs_and_the_preset_and_both_spellings_work(tmp_path):
