@@ -216,7 +216,6 @@ class Trainer:
         self.best = -math.inf
         self.history: list[dict] = []
         self.wandb_id: str | None = None
-        self._cut_warned = False
         if resume:
             self._load(resume)
         self.server.update_weights(self._module().state_dict())
@@ -351,16 +350,10 @@ class Trainer:
         net.train()
         return res
 
-    def _warn_if_cut(self, stats: dict[str, torch.Tensor]) -> None:
-        """Say once when actor.max_len cuts many games (e.g. a preset's max_len after --game.* made games
-        longer): cut games teach nothing about their ends."""
+    def _cut_fraction(self, stats: dict[str, torch.Tensor]) -> float:
+        """Fraction of a round's games that actor.max_len cut (one host sync; 0 when whole games)."""
         t = self.cfg.actor.max_len
-        if t and not self._cut_warned:
-            cut = float((stats["length"] >= t).float().mean())  # one host sync per round
-            if cut > 0.05:
-                self._cut_warned = True
-                say(f"warning: actor.max_len={t} cut {100 * cut:.0f}% of a round's games (this game can last "
-                    f"{self.cfg.game.max_steps} steps); raise --actor.max_len, or 0 for whole games")
+        return float((stats["length"] >= t).float().mean()) if t else 0.0
 
     # ---- the loop ------------------------------------------------------------------------------
     def _wandb(self, tags: list[str]):
@@ -414,6 +407,7 @@ class Trainer:
         result = None
         reason = f"finished ({cfg.total_updates} updates)"
         on_term = _interrupt_on_sigterm()
+        stats: dict[str, torch.Tensor] | None = None
         try:
             while self.counters["updates"] < cfg.total_updates:
                 if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
@@ -422,7 +416,6 @@ class Trainer:
                 t0 = time.time()
                 stats = self.act_round()
                 t_act += time.time() - t0
-                self._warn_if_cut(stats)
                 if len(self.replay) < cfg.min_replay:
                     bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
                     continue
@@ -474,6 +467,11 @@ class Trainer:
             path = self.save("latest.pt")
             bar.close()
             say(f"{reason} at update {self.counters['updates']}: saved {path}")
+            cut = self._cut_fraction(stats) if stats is not None else 0.0
+            if cut > 0.05:  # e.g. a preset's max_len after --game.* made games longer
+                say(f"warning: actor.max_len={cfg.actor.max_len} cut {100 * cut:.0f}% of the last round's "
+                    f"games (this game can last {cfg.game.max_steps} steps); raise --actor.max_len, or 0 for "
+                    "whole games")
             run.finish()
             self.server.close()
         return result if result is not None else self.evaluate()
