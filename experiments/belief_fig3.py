@@ -14,7 +14,8 @@ starts from, so learned < counting is what the network learned from the blueprin
 Throughput: K hands per query sampled from the learned belief at real positions, then filtered
 exactly (sample_valid); we report valid hands per second, one query per call as search issues them,
 plus the paper-size network (random weights, full 2-player game) for the cost of the reference model.
-Writes experiments/results/belief_fig3_<date>_<tag>.{png,csv,md}.
+Writes runs/experiments/belief_fig3_<date>_<tag>.{png,csv,md}; --record writes into the tracked
+experiments/results/.
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ from lbs.belief.evaluate import evaluate_belief
 from lbs.belief.sampling import sample_valid
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode
-from lbs.models import BeliefConfig, BeliefModel, load_belief, load_blueprint, resolve_device
+from lbs.models import (
+    BeliefConfig,
+    BeliefModel,
+    load_belief,
+    load_blueprint,
+    resolve_device,
+    stored_blueprint_path,
+)
 from lbs.rl.actors import ActorConfig, run_round
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -160,13 +168,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tag", default="", help="suffix of the result files (default: the device type)")
-    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--out", default="runs/experiments", help="folder for the results (default: scratch)")
+    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
     args = ap.parse_args(argv)
+    if args.record:
+        args.out = str(RESULTS)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    blob = ckpt.load(args.belief, "belief")
-    bp_path = args.blueprint or blob["blueprint"]["path"]
+    try:
+        blob = ckpt.load(args.belief, "belief")
+        bp_path = args.blueprint or str(stored_blueprint_path(blob, args.belief))
+    except ckpt.CheckpointError as e:
+        sys.exit(f"belief_fig3: {e}")
+    step = blob.get("step", blob.get("global_step", "?"))  # shipped files carry global_step only
     game, model = load_belief(args.belief, blueprint_path=bp_path, device=device)  # checks the blueprint hash
     _, net = load_blueprint(bp_path, device=device, game=game)
 
@@ -200,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"belief_fig3_{datetime.date.today().isoformat()}_{args.tag or device.type}"
-    title = (f"{game.players}p {game.colors}c{game.ranks}r, belief step {blob['step']}, "
+    title = (f"{game.players}p {game.colors}c{game.ranks}r, belief step {step}, "
              f"{args.games} greedy blueprint games")
     plot(out / f"{stem}.png", ev, title)
     with open(out / f"{stem}.csv", "w", newline="") as f:
@@ -223,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         f"- game: {game.to_dict()}",
         f"- blueprint: `{bp_path}` (sha256 {ckpt.file_hash(bp_path)[:16]}..., "
         f"{bp_blob['counters']['updates']} updates, best greedy score {best_score:.3f})",
-        f"- belief: `{args.belief}` (step {blob['step']}, model {blob['config']['model']}, "
+        f"- belief: `{args.belief}` (step {step}, model {blob['config']['model']}, "
         f"explore {blob['config']['explore']})",
         f"- evaluation: {args.games} greedy games, seeds 0..{args.games - 1}, episode {-1 - args.seed} "
         f"(held out), {eval_s:.0f} s",

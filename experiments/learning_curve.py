@@ -1,6 +1,10 @@
 """Learning curve of a blueprint run against scripted baselines, as PNG + markdown.
 
-    python experiments/learning_curve.py runs/blueprint/latest.pt --games 1000
+    python experiments/learning_curve.py runs/blueprint/tiny-20261122-120000      # any run folder
+    python experiments/learning_curve.py runs/blueprint/tiny-.../latest.pt --record --name tiny
+
+Writes learning_curve_<name>.{png,md} into the run's own folder (the same curve as W&B's eval/mean
+panel, for users without W&B); --record writes into the tracked experiments/results/ instead.
 
 Baselines play the same evaluation seeds as the trainer's greedy evaluation: uniformly random legal
 moves, and "safe play" (never plays a card its hints do not prove playable; lbs.hanabi.policies).
@@ -44,12 +48,20 @@ def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint")
+    ap.add_argument("checkpoint", help="a run folder (its latest.pt) or a blueprint checkpoint")
     ap.add_argument("--games", type=int, default=1000)
-    ap.add_argument("--name", default="tiny")
-    ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--name", default=None, help="default: the run folder's name")
+    ap.add_argument("--out", default=None, help="default: the run folder (experiments/results with --record)")
+    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
     args = ap.parse_args()
-    blob = ckpt.load(args.checkpoint, KIND)
+    path = Path(args.checkpoint)
+    path = path / "latest.pt" if path.is_dir() else path
+    args.name = args.name or path.parent.name
+    args.out = args.out or str(Path(__file__).parent / "results" if args.record else path.parent)
+    try:
+        blob = ckpt.load(path, KIND)
+    except ckpt.CheckpointError as e:
+        raise SystemExit(f"learning_curve: {e}") from None
     cfg = from_dict(TrainConfig, blob["config"])
     hist = blob["history"]
     if not hist:

@@ -12,6 +12,7 @@ writes checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -45,9 +46,11 @@ def main() -> None:
     payload = {
         "config": blob["config"],
         "game": blob["game"],
-        "blueprint": {**blob["blueprint"], "path": str(args.blueprint)},
+        # relative to the belief file's folder, so the pair loads from any working directory
+        "blueprint": {**blob["blueprint"], "path": os.path.relpath(args.blueprint, out.parent)},
         "state_dict": ckpt.half_state_dict(blob["state_dict"]),
         "global_step": blob.get("global_step"),
+        "step": blob.get("step", blob.get("global_step")),
     }
     ckpt.save(out, KIND, payload)
     game, model = load_belief(out, blueprint_path=args.blueprint, device=dev)

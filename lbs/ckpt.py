@@ -1,36 +1,71 @@
-"""Checkpoints: one file, written atomically, that carries its own configs.
+"""Checkpoints: one file, written atomically, that carries its own configs and is never trusted blindly.
 
 A checkpoint alone rebuilds its model (configs are stored as plain dicts next to the weights), so
-loading never depends on a command line or a log. Mismatches and corruption raise CheckpointError
-with the path and the reason.
+loading never depends on a command line or a log. The file is a short readable header line, then a
+torch payload:
+
+    LBSCKPT {"kind": "blueprint", "format": 2, "sha256": "...", "bytes": N}\\n<torch.save bytes>
+
+The sha256 covers the payload, so a flipped byte is caught before anything is unpickled, and the
+payload is read with `weights_only=True` (plus an allowlist, `SAFE_GLOBALS`), so a hostile file cannot
+run code when loaded. Mismatches, corruption and refused files raise CheckpointError with the path and
+the reason. Files of format 1 (a bare torch file, no hash) still load, also with weights_only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+LEGACY_FORMATS = (1,)
+MAGIC = b"LBSCKPT "
+SAFE_GLOBALS: list = []
+"""Extra types a checkpoint may contain beyond weights_only's tensors and plain containers (none today:
+payloads hold configs as dicts). Add a project type here, never a callable."""
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable, of the wrong kind, or for another game config."""
+    """A checkpoint is missing, unreadable, refused, of the wrong kind, or for another game config."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temp files of a writer that was killed mid-write (the rename never happened)."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
-    """Atomically write {kind, format, **payload} to path (temp file + fsync + rename)."""
+    """Atomically write {kind, format, **payload} with its sha256 to path (temp file + fsync + rename).
+    The file gets the usual permissions (0666 minus the umask), not the temp file's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    blob = {"kind": kind, "format": FORMAT_VERSION, **payload}
+    buf = io.BytesIO()
+    torch.save({"kind": kind, "format": FORMAT_VERSION, **payload}, buf)
+    body = buf.getvalue()
+    header = {"kind": kind, "format": FORMAT_VERSION, "sha256": hashlib.sha256(body).hexdigest(),
+              "bytes": len(body)}
+    _remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            torch.save(blob, f)
+            f.write(MAGIC + json.dumps(header).encode() + b"\n")
+            f.write(body)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -41,23 +76,60 @@ def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+def read_header(path: str | Path) -> dict | None:
+    """The JSON header of a format-2 file (kind, format, sha256, bytes), or None for a legacy file."""
+    with open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            return None
+        line = f.readline(4096)
+    try:
+        return json.loads(line)
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint {path} has a corrupt header: {e}") from e
+
+
+def _unpickle(path: Path, data: bytes | Path, map_location) -> Any:
+    src = io.BytesIO(data) if isinstance(data, bytes) else data
+    try:
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return torch.load(src, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"refused to load {path}: it contains objects other than tensors and plain data, which could "
+            f"run code when loaded ({str(e).splitlines()[0]})") from e
+    except Exception as e:  # torch raises many types for truncated/corrupt files
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a torch file: {e}") from e
+
+
 def load(
     path: str | Path, kind: str, game: dict | None = None, map_location: str | torch.device = "cpu"
 ) -> dict:
-    """Read a checkpoint of the given kind; if `game` is given, its stored game config must equal it."""
+    """Read a checkpoint of the given kind; if `game` is given, its stored game config must equal it.
+    The content hash is verified before the payload is read; nothing but weights and plain data loads."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
-    try:
-        blob = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # torch raises many types for truncated/corrupt files
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a torch file: {e}") from e
+    header = read_header(path)
+    if header is None:
+        blob = _unpickle(path, path, map_location)
+    else:
+        with open(path, "rb") as f:
+            f.readline()
+            body = f.read()
+        if header.get("format") != FORMAT_VERSION:
+            raise CheckpointError(f"{path} has format {header.get('format')}, this lbs reads "
+                                  f"{FORMAT_VERSION}")
+        if len(body) != header.get("bytes") or hashlib.sha256(body).hexdigest() != header.get("sha256"):
+            raise CheckpointError(f"checkpoint {path} is corrupt: its content does not match the sha256 in "
+                                  "its header (truncated or modified after it was written)")
+        blob = _unpickle(path, body, map_location)
     if not isinstance(blob, dict) or "kind" not in blob:
         raise CheckpointError(f"{path} is not an lbs checkpoint (no 'kind' field)")
     if blob["kind"] != kind:
         raise CheckpointError(f"{path} holds a {blob['kind']!r} checkpoint, expected {kind!r}")
-    if blob.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"{path} has format {blob.get('format')}, this lbs reads {FORMAT_VERSION}")
+    fmt = blob.get("format")
+    if fmt != FORMAT_VERSION and not (header is None and fmt in LEGACY_FORMATS):
+        raise CheckpointError(f"{path} has format {fmt}, this lbs reads {FORMAT_VERSION}")
     if game is not None and blob.get("game") != game:
         raise CheckpointError(f"{path} is for game config {blob.get('game')}, expected {game}")
     return blob

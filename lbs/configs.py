@@ -8,23 +8,68 @@ The library never parses argv itself; the thin scripts in train/ and search/ bui
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import functools
+import inspect
+import textwrap
 import types
 import typing
 from typing import Any
 
 
-def _leaf_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted name, type, default) for every non-dataclass field, recursing into nested dataclasses."""
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass (the string literal that follows it in the source),
+    so --help can show what the code already documents."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, nxt in zip(body, body[1:], strict=False):
+        named = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        if named and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                and isinstance(nxt.value.value, str):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def check(cfg: Any, name: str, ok: bool, allowed: str) -> None:
+    """Raise ValueError naming the field, its value and the allowed range when `ok` is false."""
+    if not ok:
+        raise ValueError(f"{type(cfg).__name__}.{name}={getattr(cfg, name)!r}: must be {allowed}")
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _leaf_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted name, type, docstring) for every non-dataclass field, recursing into nested dataclasses."""
     hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
     out = []
     for f in dataclasses.fields(cls):
         t = hints[f.name]
         if dataclasses.is_dataclass(t):
             out += _leaf_fields(t, f"{prefix}{f.name}.")
         else:
-            out.append((prefix + f.name, t, f))
+            out.append((prefix + f.name, t, docs.get(f.name, "")))
     return out
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def flag_names(name: str) -> list[str]:
+    """--a_b and its --a-b spelling (both are accepted everywhere)."""
+    dashed = name.replace("_", "-")
+    return [f"--{name}"] + ([f"--{dashed}"] if dashed != name else [])
 
 
 def _parser_for(t: Any):
@@ -46,12 +91,17 @@ def _parser_for(t: Any):
     return t
 
 
-def add_dataclass_args(ap: argparse.ArgumentParser, cls: type) -> None:
-    """Add one optional --dotted.name flag per leaf field (default None = keep the preset's value)."""
-    group = ap.add_argument_group(f"{cls.__name__} fields (override any preset value)")
-    for name, t, _ in _leaf_fields(cls):
+def add_dataclass_args(ap: argparse.ArgumentParser, cls: type, defaults: Any = None,
+                       title: str = "") -> None:
+    """Add one optional --dotted.name flag per leaf field (also spelled with dashes), with the field's
+    docstring and its value in `defaults` (the preset in use) as help. The parsed default stays None,
+    meaning "keep the preset's (or the resumed checkpoint's) value"."""
+    group = ap.add_argument_group(title or f"{cls.__name__} fields (override any preset value)")
+    for name, t, doc in _leaf_fields(cls):
+        shown = f" [{_get(defaults, name)!r}]" if defaults is not None else ""
         group.add_argument(
-            f"--{name}", type=_parser_for(t), default=None, metavar=getattr(t, "__name__", "VALUE")
+            *flag_names(name), dest=name, type=_parser_for(t), default=None,
+            metavar=getattr(t, "__name__", "VALUE"), help=(doc + shown).replace("%", "%%") or None,
         )
 
 

@@ -1,5 +1,7 @@
 """Checkpoint files: atomic, self-describing, and loud when wrong."""
 
+import os
+
 import pytest
 import torch
 
@@ -53,3 +55,45 @@ def test_half_state_dict_and_hash(tmp_path):
     f = tmp_path / "x"
     f.write_bytes(b"abc")
     assert ckpt.file_hash(f) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_flipped_bytes_are_caught_before_loading(tmp_path):
+    p = ckpt.save(tmp_path / "a.pt", "blueprint", {"model": {"w": torch.arange(4096.0)}})
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the weights: torch alone would load wrong values silently
+    p.write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match="corrupt: its content does not match the sha256"):
+        ckpt.load(p, "blueprint")
+
+
+class _Hostile:
+    def __reduce__(self):
+        return (print, ("pwned",))
+
+
+def test_hostile_file_is_refused_not_run(tmp_path, capsys):
+    legacy = {"kind": "blueprint", "format": 1, "x": _Hostile()}
+    for name, write in [("legacy.pt", lambda p: torch.save(legacy, p)),
+                        ("hashed.pt", lambda p: ckpt.save(p, "blueprint", {"x": _Hostile()}))]:
+        p = tmp_path / name
+        write(p)
+        with pytest.raises(ckpt.CheckpointError, match="refused to load"):
+            ckpt.load(p, "blueprint")
+        assert "pwned" not in capsys.readouterr().out
+
+
+def test_legacy_format_still_loads_with_weights_only(tmp_path):
+    torch.save({"kind": "blueprint", "format": 1, "model": {"w": torch.ones(2)}}, tmp_path / "old.pt")
+    assert torch.equal(ckpt.load(tmp_path / "old.pt", "blueprint")["model"]["w"], torch.ones(2))
+    assert ckpt.read_header(tmp_path / "old.pt") is None
+
+
+def test_permissions_and_stale_temp_files(tmp_path):
+    stale = tmp_path / ".a.pt.abc123.tmp"  # what a writer killed mid-write leaves
+    stale.write_bytes(b"half a file")
+    p = ckpt.save(tmp_path / "a.pt", "blueprint", {"v": 1})
+    assert not stale.exists()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~mask
+    assert ckpt.read_header(p)["kind"] == "blueprint"

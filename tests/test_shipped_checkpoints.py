@@ -41,3 +41,14 @@ def test_shipped_belief_beats_grounded_and_counting(one_thread):
     live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
     wins = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)
     assert wins > 0.9 * len(live), (wins, len(live))
+
+
+def test_shipped_files_are_hashed_and_the_belief_finds_its_blueprint_from_anywhere(tmp_path, monkeypatch):
+    from lbs.models import stored_blueprint_path
+
+    for path in (BLUEPRINT, BELIEF):
+        assert ckpt.read_header(path)["sha256"], path  # content hash verified on every load
+    monkeypatch.chdir(tmp_path)  # not the repository root
+    bp = stored_blueprint_path(ckpt.load(BELIEF, "belief"), BELIEF)
+    assert bp.resolve() == BLUEPRINT.resolve()
+    load_belief(BELIEF, blueprint_path=bp)

@@ -1,53 +1,90 @@
 """Train a learned belief for a blueprint checkpoint (LBS paper, "Belief Learning").
 
-    python train/belief.py --blueprint runs/blueprint/best.pt --preset tiny
+    python train/belief.py --blueprint runs/blueprint/tiny-20261122-120000/best.pt --preset tiny
     python train/belief.py --blueprint checkpoints/blueprint_2p.pt --preset paper --device auto
-    python train/belief.py --resume runs/belief/latest.pt --total_steps 5000   # continue the same run
+    python train/belief.py --resume runs/belief/tiny-20261122-130000/latest.pt --total_steps 5000
     python train/belief.py --blueprint bp.pt --preset tiny --model.hidden 128 --batch_size 32
 
---resume takes the run's config from the checkpoint (then applies any overrides), checks that the
-blueprint (by default the path stored in the checkpoint) is the same file by sha256, and continues
-the step counter, weights and optimizer state. Logs go to wandb (offline unless WANDB_MODE says else).
+Every run gets its own folder (runs/belief/<preset>-<date>-<time>, printed at start) unless --out_dir
+names one; a folder that holds a run is never written into unless --resume continues it or
+--overwrite replaces it. --resume continues next to the file it is given, takes the run's config from
+the checkpoint (then any overrides, which take effect; the model cannot change), checks that the
+blueprint (by default the one the checkpoint names, relative to its folder) is the same file by
+sha256, and continues the step counter, weights and optimizer state. Logs go to wandb (offline
+unless WANDB_MODE says else). Flags are accepted with underscores or dashes.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 
 from lbs import ckpt
 from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
 from lbs.belief.trainer import BeliefTrainer
-from lbs.configs import add_dataclass_args, apply_overrides, from_dict
+from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BELIEF_KIND as KIND
+from lbs.models import stored_blueprint_path
+from lbs.runs import Stopped, default_out_dir
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser(preset: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blueprint", default=None, help="blueprint checkpoint whose games the belief learns")
-    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    ap.add_argument("--resume", default=None, help="belief checkpoint to continue")
+    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="starting config [tiny]")
+    ap.add_argument("--resume", default=None, help="latest.pt of a belief run to continue")
+    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument("--no-progress", action="store_true")
-    add_dataclass_args(ap, BeliefTrainConfig)
-    args = ap.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
+                    help="no progress bar (also --no-progress)")
+    title = f"BeliefTrainConfig fields; [values] are the {preset!r} preset's, any flag overrides them"
+    add_dataclass_args(ap, BeliefTrainConfig, defaults=PRESETS.get(preset, PRESETS["tiny"]), title=title)
+    return ap
+
+
+def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[BeliefTrainConfig, str]:
+    """The run's config (the preset's or the resumed checkpoint's, then the flags) and its blueprint."""
     blueprint = args.blueprint
     if args.resume:
         blob = ckpt.load(args.resume, KIND)
+        if "config" not in blob:
+            raise ckpt.CheckpointError(f"{args.resume} is not a belief training checkpoint")
         cfg = from_dict(BeliefTrainConfig, blob["config"])
-        blueprint = blueprint or blob["blueprint"]["path"]
+        blueprint = blueprint or str(stored_blueprint_path(blob, args.resume))
+        if args.out_dir is None:  # continue next to the file given
+            args.out_dir = str(Path(args.resume).parent)
     else:
         if blueprint is None:
             ap.error("--blueprint is required (unless --resume names a belief checkpoint)")
         cfg = apply_preset(args.preset)
-    cfg = apply_overrides(cfg, args)
-    trainer = BeliefTrainer(cfg, blueprint, resume=args.resume, progress=not args.no_progress)
-    result = trainer.run()
-    print(f"final: {result}")
-    print(f"checkpoint: {result.checkpoint}")
+        if args.out_dir is None:
+            args.out_dir = default_out_dir("belief", args.preset)
+    return apply_overrides(cfg, args), blueprint
+
+
+def main(argv: list[str] | None = None) -> None:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default="tiny")
+    ap = parser(pre.parse_known_args(argv)[0].preset)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:  # everything before training is user input: errors are one line
+        cfg, blueprint = build(args, ap)
+        trainer = BeliefTrainer(cfg, blueprint, resume=args.resume, progress=not args.no_progress,
+                                overwrite=args.overwrite)
+    except (ValueError, ckpt.CheckpointError) as e:
+        sys.exit(f"belief: {e}")
+    try:
+        result = trainer.run(tags=[f"preset:{args.preset}"] if not args.resume else [])
+    except Stopped as e:
+        sys.exit(128 + e.signum)
+    if result is not None:
+        print(f"final: {result}")
+        print(f"checkpoint: {result.checkpoint}")
 
 
 if __name__ == "__main__":

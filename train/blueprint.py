@@ -2,37 +2,75 @@
 
 python train/blueprint.py --preset tiny                  # minutes on a laptop CPU
 python train/blueprint.py --preset paper --device auto   # the reference settings
-python train/blueprint.py --resume runs/blueprint/latest.pt
+python train/blueprint.py --resume runs/blueprint/tiny-20261122-120000/latest.pt
 python train/blueprint.py --preset tiny --net.hidden 128 --game.colors 3 --total_updates 5000
+
+Every run gets its own folder (runs/blueprint/<preset>-<date>-<time>, printed at start) unless
+--out_dir names one; a folder that holds a run is never written into unless --resume continues it
+or --overwrite replaces it. --resume continues next to the file it is given, with the checkpoint's
+config and then any overrides, which take effect (game and network cannot change). Flags are
+accepted with underscores or dashes (--total_updates, --total-updates).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from lbs import ckpt
-from lbs.configs import add_dataclass_args, apply_overrides, from_dict
+from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BLUEPRINT_KIND as KIND
+from lbs.models import resolve_device
 from lbs.rl.trainer import PRESETS, TrainConfig, Trainer, apply_preset
+from lbs.runs import Stopped, default_out_dir, say
+
+
+def parser(preset: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="starting config [tiny]")
+    ap.add_argument("--resume", default=None,
+                    help="latest.pt of a run to continue (its config is used, then any overrides)")
+    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
+    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
+                    help="no progress bar (also --no-progress)")
+    shown = PRESETS.get(preset, PRESETS["tiny"])
+    title = f"TrainConfig fields; [values] are the {preset!r} preset's, any flag overrides them"
+    add_dataclass_args(ap, TrainConfig, defaults=shown, title=title)
+    return ap
+
+
+def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
+    """The run's config: the preset's, or the resumed checkpoint's, then the flags."""
+    if args.resume:
+        cfg = from_dict(TrainConfig, ckpt.load(args.resume, KIND)["config"])
+        if args.out_dir is None:  # continue next to the file given, wherever the run was first written
+            args.out_dir = str(Path(args.resume).parent)
+    else:
+        cfg = apply_preset(args.preset)
+        if args.out_dir is None:
+            args.out_dir = default_out_dir("blueprint", args.preset)
+    return apply_overrides(cfg, args), args.resume
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    ap.add_argument(
-        "--resume", default=None, help="checkpoint to continue (its config is used, then overrides)"
-    )
-    ap.add_argument("--no-progress", action="store_true")
-    add_dataclass_args(ap, TrainConfig)
-    args = ap.parse_args(argv)
-    if args.resume:
-        cfg = from_dict(TrainConfig, ckpt.load(args.resume, KIND)["config"])
-    else:
-        cfg = apply_preset(args.preset)
-    cfg = apply_overrides(cfg, args)
-    trainer = Trainer(cfg, resume=args.resume, progress=not args.no_progress)
-    result = trainer.run()
-    print(f"final: {result}")
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default="tiny")
+    args = parser(pre.parse_known_args(argv)[0].preset).parse_args(argv)
+    try:  # everything up to the first update is user input: errors are one line
+        cfg, resume = build(args)
+        device = resolve_device(cfg.device)
+        if device.type == "cpu" and args.preset == "paper" and not resume:
+            say("warning: the paper preset runs on the CPU here (no CUDA): expect days, not hours")
+        trainer = Trainer(cfg, resume=resume, progress=not args.no_progress, overwrite=args.overwrite)
+    except (ValueError, ckpt.CheckpointError) as e:
+        sys.exit(f"blueprint: {e}")
+    try:
+        result = trainer.run(tags=[f"preset:{args.preset}"] if not resume else [])
+    except Stopped as e:
+        sys.exit(128 + e.signum)
+    if result is not None:
+        print(f"final: {result}")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ class BeliefTrainConfig:
     batch_size: int = 128
     """streams per update"""
     lr: float = 1e-3
+    """Adam learning rate (takes effect on resume too)"""
     adam_eps: float = 1e-8
+    """Adam epsilon"""
     grad_clip: float = 50.0
+    """gradient norm clip"""
     total_steps: int = 200_000
     """optimizer steps of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0
@@ -38,26 +41,36 @@ class BeliefTrainConfig:
     explore: bool = True
     """blueprint acts with its training Ape-X epsilons (the reference's choice); False: greedy"""
     seed: int = 0
+    """run seed: the producer's deals and exploration"""
     device: str = "auto"
+    """cpu, cuda or auto (CUDA when present)"""
     precision: str = "32-true"
     """Lightning precision of the learner ("bf16-mixed" on recent GPUs)"""
     out_dir: str = "runs/belief"
+    """run folder (train/belief.py default: runs/belief/<preset>-<date>-<time>)"""
     wandb_mode: str = "offline"
     """offline (default), online or disabled; the WANDB_MODE environment variable wins"""
     wandb_project: str = "lbs-belief"
+    """W&B project"""
+    wandb_group: str = ""
+    """W&B group: give the blueprint, belief and search runs of one pipeline the same group"""
     checkpoint_every: int = 2000
     """steps between writes of out_dir/latest.pt (also written at the end)"""
     log_every: int = 50
     """steps between logged metrics (acceptance and data counters are measured then)"""
     acceptance_streams: int = 4
+    """streams of a batch whose sampling acceptance is measured at each log step"""
     acceptance_k: int = 16
+    """belief samples per position for that acceptance"""
     eval_games: int = 1000
     """held-out greedy blueprint games for the final NLL (0: skip)"""
     eval_seed: int = 0
+    """seed of the held-out validation and final-evaluation deals"""
     val_every: int = 2000
     """steps between validations on val_games greedy games of the validation stream (never a training
     or final-evaluation deal); the best model so far is written to out_dir/best.pt (0: no validation)"""
     val_games: int = 500
+    """greedy games per validation"""
 
     def __post_init__(self) -> None:
         positive = ("games_per_round", "replay_capacity", "min_replay", "batch_size", "total_steps",

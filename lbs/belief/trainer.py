@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
+import signal
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,7 @@ from ..models.belief import BeliefModel
 from ..models.io import BELIEF_KIND as KIND
 from ..models.io import BLUEPRINT_KIND, check_blueprint_hash, load_blueprint, resolve_device
 from ..rl.actors import ActorConfig
+from ..runs import Stopped, check_out_dir, say, signal_name
 from ..seeding import Stream
 from .config import BeliefTrainConfig
 from .data import BeliefData, ReplayBatches
@@ -68,6 +71,13 @@ class BeliefModule(pl.LightningModule):
         self.blueprint = dict(blueprint or {})
         self.model = BeliefModel(game, cfg.model)
         self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
+        self.best_path: Path | None = None  # out_dir/best.pt, read on resume (it can be newer than latest.pt)
+
+    def on_train_start(self) -> None:
+        """A resumed optimizer would keep the checkpoint's lr and eps; this run's config wins."""
+        for opt in self.trainer.optimizers:
+            for group in opt.param_groups:
+                group["lr"], group["eps"] = self.cfg.lr, self.cfg.adam_eps
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps)
@@ -96,12 +106,19 @@ class BeliefModule(pl.LightningModule):
         checkpoint["step"] = self.global_step
         checkpoint["data"] = {"rounds": self.data.rounds if self.data is not None else 0}
         checkpoint["validation"] = {"best_nll": self.best_val, "best_step": self.best_step}
+        checkpoint["wandb_id"] = getattr(self, "wandb_id", None)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.data is not None:
             self.data.rounds = int(checkpoint["data"]["rounds"])
         val = checkpoint.get("validation", {})
         self.best_val, self.best_step = float(val.get("best_nll", math.inf)), int(val.get("best_step", -1))
+        if self.best_path is not None and self.best_path.is_file():
+            # best.pt is written at each new best, latest.pt every checkpoint_every steps: after a crash
+            # the lower of the two is the best so far, so a worse model never replaces best.pt
+            best = ckpt.load(self.best_path, KIND, game=self.game.to_dict()).get("validation", {})
+            if float(best.get("best_nll", math.inf)) < self.best_val:
+                self.best_val, self.best_step = float(best["best_nll"]), int(best["best_step"])
 
 
 class BeliefCheckpointIO(CheckpointIO):
@@ -123,10 +140,12 @@ class BeliefCheckpointIO(CheckpointIO):
 
 
 class _PeriodicCheckpoint(pl.Callback):
-    """Write out_dir/latest.pt every `every` steps, at the last step, and when training stops early."""
+    """Write out_dir/latest.pt every `every` steps, at the last step, and whenever training stops early:
+    a signal (Ctrl-C, SIGTERM: Lightning's own exception), the time limit or an error."""
 
     def __init__(self, path: Path, every: int):
         self.path, self.every, self.saved_step = path, every, -1
+        self.exception: BaseException | None = None
 
     def _save(self, trainer) -> None:
         if trainer.global_step != self.saved_step:
@@ -141,8 +160,8 @@ class _PeriodicCheckpoint(pl.Callback):
         self._save(trainer)
 
     def on_exception(self, trainer, pl_module, exception) -> None:
-        if isinstance(exception, KeyboardInterrupt):
-            self._save(trainer)
+        self.exception = exception
+        self._save(trainer)
 
 
 class _Validation(pl.Callback):
@@ -156,8 +175,10 @@ class _Validation(pl.Callback):
         if trainer.global_step % self.every:
             return
         ev = self.score(pl_module.model)
-        pl_module.log_dict({"val/nll_per_card": ev.nll_learned, "val/nll_grounded": ev.nll_grounded,
-                            "val/nll_counting": ev.nll_counting})
+        if trainer.logger is not None:  # once per validation, at its step (self.log would repeat it)
+            val = {"val/nll_per_card": ev.nll_learned, "val/nll_counting": ev.nll_counting,
+                   "val/nll_grounded": ev.nll_grounded}
+            trainer.logger.log_metrics(val, step=trainer.global_step)
         if ev.nll_learned < pl_module.best_val:
             pl_module.best_val, pl_module.best_step = ev.nll_learned, trainer.global_step
             trainer.save_checkpoint(self.path, weights_only=False)
@@ -187,8 +208,10 @@ class BeliefTrainer:
     """One belief run for one blueprint checkpoint: data producer, Lightning trainer, checkpoints, logs."""
 
     def __init__(self, cfg: BeliefTrainConfig, blueprint: str | Path, resume: str | Path | None = None,
-                 progress: bool = True):
+                 progress: bool = True, overwrite: bool = False):
         self.cfg, self.progress = cfg, progress
+        self.out = Path(cfg.out_dir)
+        check_out_dir(self.out, resuming=resume is not None, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
         self.blueprint_path = Path(blueprint)
         if not self.blueprint_path.is_file():
@@ -197,21 +220,31 @@ class BeliefTrainer:
         bp_actor = from_dict(ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         sha = ckpt.file_hash(self.blueprint_path)
         self.resume = Path(resume) if resume else None
+        self.start_step, self.wandb_id = 0, None
         start_round = 0
         if self.resume is not None:
             blob = ckpt.load(self.resume, KIND, game=self.game.to_dict())
+            if "optimizer_states" not in blob or "data" not in blob:
+                raise ckpt.CheckpointError(f"{self.resume} holds weights only (a shipped model), not a "
+                                           "training state: it cannot be resumed; start a new run instead")
             check_blueprint_hash(blob, self.resume, sha, self.blueprint_path)
             stored = from_dict(BeliefTrainConfig, blob["config"])
             if stored.model != cfg.model:
                 raise ckpt.CheckpointError(f"{self.resume} was trained with model {stored.model}, "
-                                           f"this run uses {cfg.model}")
+                                           f"this run uses {cfg.model}: --model.* cannot change on resume")
             start_round = int(blob["data"]["rounds"])
+            self.start_step, self.wandb_id = int(blob.get("step", 0)), blob.get("wandb_id")
         pl.seed_everything(cfg.seed, verbose=False)
         self.data = BeliefData(cfg, self.game, self.net, bp_actor, self.device, start_round)
-        self.module = BeliefModule(cfg, self.game, self.data,
-                                   {"path": str(self.blueprint_path.resolve()), "sha256": sha})
-        self.out = Path(cfg.out_dir)
+        # the blueprint's path relative to the run folder, so the pair can move together
+        rel = os.path.relpath(self.blueprint_path.resolve(), self.out.resolve())
+        self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
+        self.module.best_path = self.out / "best.pt"
         self._io = BeliefCheckpointIO(self.game, sha)
+
+    @property
+    def finished(self) -> bool:
+        return self.start_step >= self.cfg.total_steps
 
     def _trainer(self) -> pl.Trainer:
         from lightning.pytorch.callbacks import TQDMProgressBar
@@ -219,7 +252,11 @@ class BeliefTrainer:
 
         cfg = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
+        self.wandb_id = self.wandb_id or secrets.token_hex(4)
+        self.module.wandb_id = self.wandb_id
         logger = WandbLogger(project=cfg.wandb_project, save_dir=str(self.out), name=self.out.name,
+                             id=self.wandb_id, resume="allow", group=cfg.wandb_group or None,
+                             tags=self.tags, job_type="belief",
                              mode=os.environ.get("WANDB_MODE", cfg.wandb_mode))  # the environment wins
         logger.log_hyperparams({**to_dict(cfg), "game": self.game.to_dict(),
                                 "blueprint": self.module.blueprint})
@@ -246,30 +283,63 @@ class BeliefTrainer:
                                cfg.val_games, cfg.eval_seed, batch=min(cfg.val_games, 500),
                                max_len=self.data.max_len, device=dev, stream=Stream.BELIEF_VAL)
 
-    def run(self) -> BeliefRunResult:
-        """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games."""
+    def run(self, tags: list[str] | None = None) -> BeliefRunResult | None:
+        """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games.
+        None when the resumed run had already finished; a stop by signal raises runs.Stopped after
+        latest.pt is written."""
+        import wandb
+
+        cfg = self.cfg
+        if self.finished:
+            say(f"the run in {self.out} already finished ({self.start_step} of total_steps="
+                f"{cfg.total_steps}): nothing to do; pass a larger --total_steps to train further")
+            self.data.close()
+            return None
+        self.tags = tags or []
+        self.out.mkdir(parents=True, exist_ok=True)
+        say(f"belief run in {self.out} from step {self.start_step} on {self.device.type}")
         with warnings.catch_warnings():
             for msg in (".*does not have many workers.*", ".*resuming from a checkpoint that ended before.*",
                         ".*could not determine the length.*"):
                 warnings.filterwarnings("ignore", message=msg)
             trainer = self._trainer()
+            saver = next(c for c in trainer.callbacks if isinstance(c, _PeriodicCheckpoint))
+            run = trainer.logger.experiment
+            run.define_metric("trainer/global_step")
+            run.define_metric("*", step_metric="trainer/global_step")
+            run.define_metric("val/nll_per_card", step_metric="trainer/global_step", summary="min")
             try:
                 trainer.fit(self.module, ckpt_path=str(self.resume) if self.resume else None)
-            finally:
+            except BaseException as e:
                 self.data.close()
-                import wandb
-
                 wandb.finish()
+                stop = saver.exception or e
+                where = f"at step {trainer.global_step}: saved {saver.path}"
+                if isinstance(stop, KeyboardInterrupt) or trainer.received_sigterm:
+                    signum = signal.SIGTERM if trainer.received_sigterm else signal.SIGINT
+                    say(f"stopped by {signal_name(signum)} {where}")
+                    raise Stopped(f"stopped by {signal_name(signum)}", signum) from None
+                say(f"stopped by an error ({type(stop).__name__}) {where}")
+                raise
+            self.data.close()
+        step = trainer.global_step
+        reason = (f"finished ({cfg.total_steps} steps)" if step >= cfg.total_steps
+                  else f"time limit (max_minutes={cfg.max_minutes:g}) reached")
+        say(f"{reason} at step {step}: saved {saver.path}")
         nll = trainer.callback_metrics.get("train/nll_per_card")
         result = None
-        if self.cfg.eval_games:
+        if cfg.eval_games:
             result = evaluate_belief(self.game, self.module.model.to(self.device), self.net.step,
-                                     lambda b: self.net.initial_state(b, self.device), self.cfg.eval_games,
-                                     self.cfg.eval_seed, batch=min(self.cfg.eval_games, 500),
+                                     lambda b: self.net.initial_state(b, self.device), cfg.eval_games,
+                                     cfg.eval_seed, batch=min(cfg.eval_games, 500),
                                      max_len=self.data.max_len, device=self.device)
+            run.summary.update({"final/nll_per_card": result.nll_learned,
+                                "final/nll_grounded": result.nll_grounded,
+                                "final/nll_counting": result.nll_counting, "final/games": result.games})
+        wandb.finish()  # after the held-out result, so the run records it
         best = self.out / "best.pt"
         m = self.module
-        return BeliefRunResult(step=trainer.global_step, train_nll_per_card=float(nll) if nll is not None
+        return BeliefRunResult(step=step, train_nll_per_card=float(nll) if nll is not None
                                else math.nan, eval=result, checkpoint=self.out / "latest.pt",
                                best=best if m.best_step >= 0 and best.is_file() else None,
                                best_step=m.best_step, best_val_nll=m.best_val)

@@ -5,7 +5,14 @@ Nothing here imports a trainer, Lightning or wandb: search and evaluation load m
 
 from .belief import BeliefConfig, BeliefModel
 from .doubles import FixedQNet
-from .io import BELIEF_KIND, BLUEPRINT_KIND, load_belief, load_blueprint, resolve_device
+from .io import (
+    BELIEF_KIND,
+    BLUEPRINT_KIND,
+    load_belief,
+    load_blueprint,
+    resolve_device,
+    stored_blueprint_path,
+)
 from .qnet import HiddenState, NetConfig, QNet, make_qnet
 
 __all__ = [
@@ -21,4 +28,5 @@ __all__ = [
     "load_blueprint",
     "make_qnet",
     "resolve_device",
+    "stored_blueprint_path",
 ]

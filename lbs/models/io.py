@@ -63,6 +63,16 @@ def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
         )
 
 
+def stored_blueprint_path(blob: dict, belief_path: str | Path) -> Path:
+    """The blueprint a belief checkpoint names. A relative path is relative to the belief file's own
+    folder (so shipped files work from any working directory); an absolute one is used as is."""
+    try:
+        stored = Path(blob["blueprint"]["path"])
+    except (KeyError, TypeError) as e:
+        raise ckpt.CheckpointError(f"{belief_path} names no blueprint; pass the blueprint explicitly") from e
+    return stored if stored.is_absolute() else Path(belief_path).parent / stored
+
+
 def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game: GameConfig | None = None,
                 device: torch.device | str = "cpu") -> tuple[GameConfig, BeliefModel]:
     """(GameConfig, BeliefModel in eval mode on `device`) from a belief checkpoint.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from ..acting import Exploration, InitHidden, QFunction, Turn, play
+from ..configs import check, is_int
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import own_hands
@@ -27,13 +28,20 @@ class ActorConfig:
     num_games: int = 128
     """games played in lockstep per round (each yields one episode per round)"""
     max_len: int = 80
-    """steps per round; longer games are cut (R2D2's sequence length)"""
+    """steps per round; longer games are cut (R2D2's sequence length). 0: the game's longest possible
+    game, so no game is cut"""
     eps_base: float = 0.1
     """Ape-X exploration: eps_i = eps_base ** (1 + eps_alpha * i / (N - 1)), one i drawn per episode"""
     eps_alpha: float = 7.0
     """Ape-X exploration exponent (see eps_base)"""
     shuffle_colors: bool = False
     """other-play: each seat sees the game under its own random colour permutation, redrawn per episode"""
+
+    def __post_init__(self) -> None:
+        check(self, "num_games", is_int(self.num_games) and self.num_games >= 1, "an int >= 1")
+        check(self, "max_len", is_int(self.max_len) and self.max_len >= 0, "an int >= 0 (0: whole games)")
+        check(self, "eps_base", 0 <= self.eps_base <= 1, "in [0, 1]")
+        check(self, "eps_alpha", self.eps_alpha >= 0, ">= 0")
 
 
 def aux_targets(game: GameConfig, state: HanabiState, observers: torch.Tensor | None = None) -> torch.Tensor:
@@ -76,7 +84,7 @@ def run_round(
     auxiliary head) or None if record is False; stats has the final score, length, bombed and perfect
     flags [N]. With cfg.shuffle_colors everything recorded is in each seat's own colour view.
     """
-    n, p, t_max = seeds.shape[0], game.players, cfg.max_len
+    n, p, t_max = seeds.shape[0], game.players, cfg.max_len or game.max_steps
     dev = seeds.device
     state = engine.reset(game, seeds, torch.full_like(seeds, episode))
     perms = seat_perms(game, seeds, episode) if cfg.shuffle_colors else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-import sys
+import secrets
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .. import ckpt
-from ..configs import from_dict, to_dict
+from ..configs import check, from_dict, is_int, to_dict
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
 from ..hanabi.rng import hash_keys
@@ -26,11 +26,15 @@ from ..infer import InferenceServer
 from ..models.io import BLUEPRINT_KIND as KIND
 from ..models.io import resolve_device
 from ..models.qnet import NetConfig, make_qnet
+from ..runs import Stopped, check_out_dir, say, signal_name
 from ..scoring import EvalResult, evaluate
 from ..seeding import Stream, game_seeds
 from .actors import ActorConfig, run_round
 from .r2d2 import apex_epsilons, r2d2_loss
 from .replay import PrioritizedReplay
+
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "64-true")
+WANDB_MODES = ("offline", "online", "disabled")
 
 
 @dataclass
@@ -43,17 +47,23 @@ class TrainConfig:
     lr: float = 6.25e-5
     """Adam learning rate"""
     adam_eps: float = 1.5e-5
+    """Adam epsilon"""
     grad_clip: float = 5.0
+    """gradient norm clip"""
     gamma: float = 0.999
+    """discount per step"""
     n_step: int = 3
+    """steps of the double-Q target"""
     batch_size: int = 128
     """sequences per learner update"""
     replay_capacity: int = 100_000
-    """episodes"""
+    """episodes kept in the replay (its contents are never saved, so it may change on resume)"""
     min_replay: int = 1024
     """episodes in replay before learning starts"""
     alpha: float = 0.9
+    """priority exponent of prioritized replay"""
     beta: float = 0.6
+    """importance-sampling exponent of prioritized replay"""
     eta: float = 0.9
     """priority = eta * max|td| + (1 - eta) * mean|td|"""
     target_sync: int = 2500
@@ -63,20 +73,54 @@ class TrainConfig:
     updates_per_round: int = 16
     """act/learn ratio: learner updates per self-play round"""
     total_updates: int = 1_000_000
+    """learner updates of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0
-    """stop after this wall time (0: no limit)"""
+    """stop after this wall time, resumed parts included (0: no limit); latest.pt is written"""
     eval_every: int = 2000
     """updates between greedy evaluations"""
     eval_games: int = 1000
+    """greedy games per evaluation (fixed deals of the validation stream)"""
     checkpoint_minutes: float = 5.0
+    """minutes between writes of out_dir/latest.pt (also written at every new best and at exit)"""
     out_dir: str = "runs/blueprint"
+    """run folder (train/blueprint.py default: runs/blueprint/<preset>-<date>-<time>)"""
     seed: int = 0
+    """run seed: deals, exploration and evaluation deals"""
     device: str = "auto"
+    """cpu, cuda or auto (CUDA when present)"""
     precision: str = "32-true"
     """Fabric precision for the learner ("bf16-mixed" on recent GPUs)"""
     wandb_mode: str = "offline"
-    """offline (default), online, or disabled"""
+    """offline (default), online, or disabled; the WANDB_MODE environment variable wins"""
     wandb_project: str = "lbs-blueprint"
+    """W&B project"""
+    wandb_group: str = ""
+    """W&B group: give the blueprint, belief and search runs of one pipeline the same group"""
+
+    def __post_init__(self) -> None:
+        """Every field checked before any work, naming the field and the allowed range."""
+        for name in ("n_step", "batch_size", "replay_capacity", "min_replay", "target_sync", "actor_sync",
+                     "updates_per_round", "total_updates", "eval_every", "eval_games"):
+            check(self, name, is_int(getattr(self, name)) and getattr(self, name) >= 1, "an int >= 1")
+        check(self, "min_replay", self.min_replay <= self.replay_capacity,
+              f"<= replay_capacity={self.replay_capacity} (learning would never start)")
+        for name in ("lr", "adam_eps", "grad_clip", "checkpoint_minutes"):
+            check(self, name, getattr(self, name) > 0, "> 0")
+        check(self, "gamma", 0 < self.gamma <= 1, "in (0, 1]")
+        check(self, "alpha", self.alpha >= 0, ">= 0")
+        for name in ("beta", "eta"):
+            check(self, name, 0 <= getattr(self, name) <= 1, "in [0, 1]")
+        check(self, "max_minutes", self.max_minutes >= 0, ">= 0 (0: no limit)")
+        check(self, "seed", is_int(self.seed) and self.seed >= 0, "an int >= 0")
+        check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
+        check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
+        check(self, "device", self.device == "auto" or self.device.split(":")[0] in ("cpu", "cuda", "mps"),
+              "auto, cpu or cuda[:N]")
+
+    @property
+    def seq_len(self) -> int:
+        """Steps per self-play round: actor.max_len, or the game's longest possible game when it is 0."""
+        return self.actor.max_len or self.game.max_steps
 
 
 PRESETS: dict[str, TrainConfig] = {
@@ -125,7 +169,7 @@ PRESETS: dict[str, TrainConfig] = {
 
 def replay_spec(cfg: TrainConfig) -> dict[str, tuple]:
     """Stored fields of one episode: observations as uint8 (one byte a feature), floats on sampling."""
-    g, t = cfg.game, cfg.actor.max_len
+    g, t = cfg.game, cfg.seq_len
     a = g.num_actions
     return {
         "priv": ((t, g.players, g.obs_dim), torch.uint8, torch.float32),
@@ -141,10 +185,13 @@ def replay_spec(cfg: TrainConfig) -> dict[str, tuple]:
 class Trainer:
     """One blueprint run: self-play, replay, R2D2 learner, evaluation, checkpoints, logging."""
 
-    def __init__(self, cfg: TrainConfig, resume: str | Path | None = None, progress: bool = True):
+    def __init__(self, cfg: TrainConfig, resume: str | Path | None = None, progress: bool = True,
+                 overwrite: bool = False):
         from lightning.fabric import Fabric
 
         self.cfg, self.progress = cfg, progress
+        self.out = Path(cfg.out_dir)
+        check_out_dir(self.out, resuming=resume is not None, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
         self.fabric = Fabric(
             accelerator="cuda" if self.device.type == "cuda" else "cpu", devices=1, precision=cfg.precision
@@ -168,11 +215,15 @@ class Trainer:
         self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
         self.best = -math.inf
         self.history: list[dict] = []
-        self.out = Path(cfg.out_dir)
+        self.wandb_id: str | None = None
         if resume:
             self._load(resume)
         self.server.update_weights(self._module().state_dict())
         self._eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
+
+    @property
+    def finished(self) -> bool:
+        return self.counters["updates"] >= self.cfg.total_updates
 
     def _module(self) -> torch.nn.Module:
         return self.net.module if hasattr(self.net, "module") else self.net
@@ -189,25 +240,42 @@ class Trainer:
             "counters": dict(self.counters),
             "best": self.best,
             "history": self.history,
+            "wandb_id": self.wandb_id,
         }
 
     def save(self, name: str) -> Path:
         return ckpt.save(self.out / name, KIND, self._payload())
 
     def _load(self, path: str | Path) -> None:
-        blob = ckpt.load(path, KIND, game=self.cfg.game.to_dict(), map_location=self.device)
+        """Continue a run: weights, optimizer, counters, history. Config overrides take effect (the
+        optimizer gets this config's lr and eps); a change of game or network is refused."""
+        blob = ckpt.load(path, KIND, map_location=self.device)
+        if "optimizer" not in blob:
+            raise ckpt.CheckpointError(f"{path} holds weights only (a shipped model), not a training state: "
+                                       "it cannot be resumed; start a new run instead")
         stored = from_dict(TrainConfig, blob["config"])
-        if stored.net != self.cfg.net:
-            raise ckpt.CheckpointError(
-                f"{path} was trained with net {stored.net}, this run uses {self.cfg.net}"
-            )
+        for name in ("game", "net"):
+            theirs, mine = getattr(stored, name), getattr(self.cfg, name)
+            if theirs != mine:
+                raise ckpt.CheckpointError(f"{path} was trained with {name} {theirs}, this run uses {mine}: "
+                                           f"--{name}.* cannot change on resume")
         self._module().load_state_dict(blob["model"])
         self.target.load_state_dict(blob["target"])
         self.opt.load_state_dict(blob["optimizer"])
-        self.replay.load_state_dict(blob["replay"])
+        for group in self.opt.param_groups:  # the restored state would silently keep the old values
+            group["lr"], group["eps"] = self.cfg.lr, self.cfg.adam_eps
+        # the replay's contents are never saved: only its counters continue (capacity may change)
+        rep = blob["replay"]
+        self.replay.num_added, self.replay.num_sampled = rep["num_added"], rep["num_sampled"]
         self.counters.update(blob["counters"])
         self.best = blob["best"]
         self.history = list(blob["history"])
+        self.wandb_id = blob.get("wandb_id")
+        best = self.out / "best.pt"
+        if best.is_file() and best.resolve() != Path(path).resolve():
+            # best.pt is written at each new best, latest.pt only every few minutes: after a crash the
+            # best so far is the larger of the two, so a worse model never replaces best.pt
+            self.best = max(self.best, ckpt.load(best, KIND)["best"])
 
     # ---- acting --------------------------------------------------------------------------------
     def _q_fn(self, priv, publ, legal, hid):
@@ -282,21 +350,48 @@ class Trainer:
         net.train()
         return res
 
+    def _cut_fraction(self, stats: dict[str, torch.Tensor]) -> float:
+        """Fraction of a round's games that actor.max_len cut (one host sync; 0 when whole games)."""
+        t = self.cfg.actor.max_len
+        return float((stats["length"] >= t).float().mean()) if t else 0.0
+
     # ---- the loop ------------------------------------------------------------------------------
-    def run(self) -> EvalResult:
+    def _wandb(self, tags: list[str]):
+        """One W&B run per run folder: named after it, resumed by id, metrics declared with their step."""
         import wandb
-        from tqdm import tqdm
 
         cfg = self.cfg
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.wandb_id = self.wandb_id or secrets.token_hex(4)
         run = wandb.init(
             project=cfg.wandb_project,
             mode=os.environ.get("WANDB_MODE", cfg.wandb_mode),  # the environment wins (tests: disabled)
             dir=str(self.out),
             config=to_dict(cfg),
             name=self.out.name,
+            id=self.wandb_id,
             resume="allow",
+            group=cfg.wandb_group or None,
+            tags=tags,
+            job_type="blueprint",
         )
+        run.define_metric("updates")
+        run.define_metric("*", step_metric="updates")
+        run.define_metric("eval/mean", step_metric="updates", summary="max")
+        return run
+
+    def run(self, tags: list[str] | None = None) -> EvalResult | None:
+        """Train to total_updates (or max_minutes); None when the run had already finished."""
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        if self.finished:
+            say(f"the run in {self.out} already finished ({self.counters['updates']} of total_updates="
+                f"{cfg.total_updates}): nothing to do; pass a larger --total_updates to train further")
+            self.server.close()
+            return None
+        self.out.mkdir(parents=True, exist_ok=True)
+        say(f"blueprint run in {self.out} from update {self.counters['updates']} on {self.device.type}")
+        run = self._wandb(tags or [])
         start = time.time() - self.counters["wall_seconds"]
         last_ckpt = time.time()
         last_eval = self.counters["updates"] // cfg.eval_every
@@ -310,18 +405,21 @@ class Trainer:
         t_act = t_learn = 0.0
         steps_at, seqs = self.counters["actor_steps"], 0
         result = None
+        reason = f"finished ({cfg.total_updates} updates)"
         on_term = _interrupt_on_sigterm()
-        start_msg = f"lbs: blueprint run in {self.out} from update {self.counters['updates']}"
-        print(start_msg, file=sys.stderr, flush=True)
+        stats: dict[str, torch.Tensor] | None = None
         try:
             while self.counters["updates"] < cfg.total_updates:
                 if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
+                    reason = f"time limit (max_minutes={cfg.max_minutes:g}) reached"
                     break
                 t0 = time.time()
                 stats = self.act_round()
                 t_act += time.time() - t0
                 if len(self.replay) < cfg.min_replay:
+                    bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
                     continue
+                bar.set_description("updates")
                 t0 = time.time()
                 for _ in range(cfg.updates_per_round):
                     info = self.update()
@@ -330,6 +428,7 @@ class Trainer:
                 t_learn += time.time() - t0
                 u = self.counters["updates"]
                 log = {"train/" + k: float(v) for k, v in info.items()} | {
+                    "updates": u,
                     "act/score": float(stats["score"].float().mean()),
                     "act/actor_steps_per_s": (self.counters["actor_steps"] - steps_at) / max(t_act, 1e-9),
                     "learn/seqs_per_s": seqs / max(t_learn, 1e-9),
@@ -348,17 +447,31 @@ class Trainer:
                         self.best = result.mean
                         self.counters["wall_seconds"] = time.time() - start
                         self.save("best.pt")
+                        run.summary["best/eval_mean"], run.summary["best/updates"] = result.mean, u
                 run.log(log, step=u)
                 bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log['act/score']:.2f}")
                 if time.time() - last_ckpt > 60 * cfg.checkpoint_minutes:
                     self.counters["wall_seconds"] = time.time() - start
                     self.save("latest.pt")
                     last_ckpt = time.time()
+        except KeyboardInterrupt as e:
+            signum = e.signum if isinstance(e, Stopped) else 2
+            reason = f"stopped by {signal_name(signum)}"
+            raise Stopped(reason, signum) from None
+        except BaseException as e:
+            reason = f"stopped by an error ({type(e).__name__})"
+            raise
         finally:
             on_term()
             self.counters["wall_seconds"] = time.time() - start
-            self.save("latest.pt")
+            path = self.save("latest.pt")
             bar.close()
+            say(f"{reason} at update {self.counters['updates']}: saved {path}")
+            cut = self._cut_fraction(stats) if stats is not None else 0.0
+            if cut > 0.05:  # e.g. a preset's max_len after --game.* made games longer
+                say(f"warning: actor.max_len={cfg.actor.max_len} cut {100 * cut:.0f}% of the last round's "
+                    f"games (this game can last {cfg.game.max_steps} steps); raise --actor.max_len, or 0 for "
+                    "whole games")
             run.finish()
             self.server.close()
         return result if result is not None else self.evaluate()
@@ -373,7 +486,7 @@ def _interrupt_on_sigterm():
         return lambda: None
 
     def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Stopped("SIGTERM", signum)
 
     old = signal.signal(signal.SIGTERM, handler)
     return lambda: signal.signal(signal.SIGTERM, old)

@@ -241,13 +241,13 @@ def test_resume_continues_steps_weights_and_optimizer(blueprint, tmp_path):
     _, loaded = load_belief(latest, blueprint)
     assert all(torch.equal(weights[k], v) for k, v in loaded.state_dict().items())
 
-    same = BeliefTrainer(cfg, blueprint, resume=latest, progress=False)  # nothing left to do
+    same = BeliefTrainer(cfg, blueprint, resume=latest, progress=False)  # nothing left to do: says so
     assert same.data.rounds == blob["data"]["rounds"]
-    assert same.run().step == 12
-    assert all(torch.equal(weights[k], v) for k, v in same.module.model.state_dict().items())
+    assert same.finished and same.run() is None
 
-    more = BeliefTrainer(replace(cfg, total_steps=20), blueprint, resume=latest, progress=False)
+    more = BeliefTrainer(replace(cfg, total_steps=20, lr=0.0321), blueprint, resume=latest, progress=False)
     assert more.run().step == 20
+    assert all(g["lr"] == 0.0321 for g in more.module.trainer.optimizers[0].param_groups)  # took effect
     blob2 = ckpt.load(latest, "belief")
     assert blob2["global_step"] == 20
     adam_steps = {float(s["step"]) for s in blob2["optimizer_states"][0]["state"].values()}
@@ -281,7 +281,53 @@ def test_wrong_blueprint_game_or_file_fails_clearly(blueprint, tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="holds a 'blueprint' checkpoint"):
         load_belief(blueprint)
     with pytest.raises(ckpt.CheckpointError, match="blueprint checkpoint not found"):
-        BeliefTrainer(cfg, tmp_path / "no_blueprint.pt", progress=False)
+        BeliefTrainer(replace(cfg, out_dir=str(tmp_path / "new")), tmp_path / "none.pt", progress=False)
+    with pytest.raises(ValueError, match="already holds a run"):  # a new run never overwrites one
+        BeliefTrainer(cfg, blueprint, progress=False)
+    shipped = ROOT / "checkpoints" / "belief_2p.pt"
+    with pytest.raises(ckpt.CheckpointError, match="weights only .* cannot be resumed"):
+        BeliefTrainer(replace(cfg, out_dir=str(tmp_path / "x")), ROOT / "checkpoints" / "blueprint_2p.pt",
+                      resume=shipped, progress=False)
+
+
+def test_best_from_best_pt_survives_a_crash(blueprint, tmp_path):
+    """best.pt can be newer than latest.pt (val_every not a multiple of checkpoint_every): a resume
+    must not let a worse model replace it."""
+    cfg = micro_belief(tmp_path / "run", total_steps=6, val_every=3, val_games=8, checkpoint_every=100)
+    BeliefTrainer(cfg, blueprint, progress=False).run()
+    best = Path(cfg.out_dir) / "best.pt"
+    blob = ckpt.load(best, "belief")
+    ckpt.save(best, "belief", {**{k: v for k, v in blob.items() if k not in ("kind", "format")},
+                               "validation": {"best_nll": 1e-6, "best_step": 5}})
+    more = BeliefTrainer(replace(cfg, total_steps=9), blueprint, resume=Path(cfg.out_dir) / "latest.pt",
+                         progress=False)
+    result = more.run()
+    assert result.best_val_nll == 1e-6 and result.best_step == 5
+    assert ckpt.load(best, "belief")["validation"]["best_nll"] == 1e-6  # not replaced by a worse model
+
+
+def test_sigterm_saves_latest_and_says_so(blueprint, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "killed"
+    cmd = [sys.executable, str(ROOT / "train" / "belief.py"), "--preset", "tiny", "--no-progress",
+           "--threads", "1", "--blueprint", str(blueprint), "--out_dir", str(out), "--total_steps", "1000000",
+           "--games_per_round", "8", "--min_replay", "16", "--batch_size", "8", "--eval_games", "0",
+           "--model.hidden", "16", "--model.lstm_layers", "1", "--log_every", "2", "--data_ratio", "0",
+           "--checkpoint_every", "1000000", "--val_every", "0"]
+    proc = subprocess.Popen(cmd, env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stderr:
+        if "belief run in" in line:
+            break
+    time.sleep(8)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "stopped by SIGTERM at step" in err and f"saved {out / 'latest.pt'}" in err
+    assert "Traceback" not in err
+    assert ckpt.load(out / "latest.pt", "belief")["step"] > 0
 
 
 def test_cli_trains_resumes_and_rejects_bad_input(blueprint, tmp_path, capsys):
@@ -300,7 +346,7 @@ def test_cli_trains_resumes_and_rejects_bad_input(blueprint, tmp_path, capsys):
     assert "final: step 6:" in r.stdout
     assert ckpt.load(out / "latest.pt", "belief")["config"]["model"]["hidden"] == 16
     cli = load_cli()
-    with pytest.raises(ValueError, match="exceeds replay_capacity"):
+    with pytest.raises(SystemExit, match="belief: .*exceeds replay_capacity"):
         cli.main(cmd[2:] + ["--min_replay", "99999"])
     with pytest.raises(SystemExit):
         cli.main(["--preset", "tiny"])

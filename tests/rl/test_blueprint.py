@@ -61,7 +61,7 @@ def test_bad_checkpoints_fail_clearly(tmp_path):
     path = t.save("x.pt")
     with pytest.raises(ckpt.CheckpointError, match="for game config"):
         load_blueprint(path, game=GameConfig(players=3))
-    with pytest.raises(ckpt.CheckpointError, match="for game config"):
+    with pytest.raises(ckpt.CheckpointError, match="trained with game .* cannot change on resume"):
         Trainer(replace(cfg, game=GameConfig(players=2, colors=2, ranks=3, hand_size=2)), resume=path)
     with pytest.raises(ckpt.CheckpointError, match="trained with net"):
         Trainer(replace(cfg, net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1)), resume=path)
@@ -118,21 +118,20 @@ def test_cli_tiny_run_and_eval(tmp_path):
     assert bad.returncode != 0 and "GameConfig.players=9" in bad.stderr
 
 
-def test_learning_is_real(tmp_path):
-    """A shrunk tiny run must clearly beat uniformly random play on the same evaluation seeds."""
-    import sys
-
+def test_tiny_preset_beats_safe_play(tmp_path):
+    """The README's headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
+    heuristic (and random play) on the trainer's own evaluation deals. The whole preset, ~1.5 min."""
     sys.path.insert(0, str(ROOT / "experiments"))
     from learning_curve import play_policy
 
     from lbs.hanabi import policies
 
-    cfg = replace(PRESETS["tiny"], total_updates=800, eval_every=800, out_dir=str(tmp_path / "learn"),
-                  wandb_mode="disabled")
+    cfg = replace(PRESETS["tiny"], out_dir=str(tmp_path / "learn"), wandb_mode="disabled")
     result = Trainer(cfg, progress=False).run()
-    random = play_policy(cfg.game, policies.random_policy, cfg.eval_games, 10**3 + cfg.seed)
-    assert result.mean > random.mean + 1.0, (result, random)
-    assert result.bombed < random.bombed / 2, (result, random)
+    safe = play_policy(cfg.game, policies.safe_play, cfg.eval_games, cfg.seed)
+    random = play_policy(cfg.game, policies.random_policy, cfg.eval_games, cfg.seed)
+    assert result.mean > safe.mean + 2 * (result.sem + safe.sem), (result, safe)
+    assert result.mean > random.mean + 1.0 and result.bombed < random.bombed / 2, (result, random)
 
 
 def test_aux_head_and_colour_shuffle_train(tmp_path):
@@ -164,6 +163,134 @@ def test_kill_saves_latest_checkpoint(tmp_path):
             break
     time.sleep(3)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, err
+    assert "Traceback" not in err
     blob = ckpt.load(out / "latest.pt", "blueprint")
     assert blob["counters"]["rounds"] > 0
+
+
+MICRO_FLAGS = ["--no-progress", "--total_updates", "4", "--min_replay", "8", "--actor.num_games", "8",
+               "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "4", "--eval_games", "8",
+               "--net.hidden", "16"]
+
+
+def _cli(args, cwd, timeout=300, script="blueprint.py"):
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    return subprocess.run([sys.executable, str(ROOT / "train" / script), *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=timeout)
+
+
+def test_every_run_gets_its_own_folder_and_a_run_is_never_overwritten(tmp_path):
+    r = _cli(MICRO_FLAGS, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = (tmp_path / "runs" / "blueprint").iterdir()
+    assert run.name.startswith("tiny-") and f"run in {Path('runs') / 'blueprint' / run.name}" in r.stderr
+    before = (run / "latest.pt").read_bytes()
+    r = _cli([*MICRO_FLAGS, "--out_dir", str(run)], tmp_path)
+    assert r.returncode != 0 and "already holds a run" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = _cli([*MICRO_FLAGS, "--out_dir", str(run), "--lr", "0"], tmp_path)  # a bad config writes nothing
+    assert r.returncode != 0 and "TrainConfig.lr=0.0: must be > 0" in r.stderr
+    assert (run / "latest.pt").read_bytes() == before
+    r = _cli([*MICRO_FLAGS, "--out_dir", str(run), "--overwrite"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_resume_writes_next_to_the_file_and_a_finished_run_says_so(tmp_path):
+    r = _cli([*MICRO_FLAGS, "--out_dir", str(tmp_path / "a")], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    moved = tmp_path / "moved"
+    (tmp_path / "a").rename(moved)
+    r = _cli(["--resume", str(moved / "latest.pt"), "--no-progress"], tmp_path)
+    assert r.returncode == 0 and "already finished" in r.stderr and "final:" not in r.stdout, r.stderr[-2000:]
+    r = _cli(["--resume", str(moved / "latest.pt"), "--no-progress", "--total-updates", "8"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not (tmp_path / "a").exists()
+    assert ckpt.load(moved / "latest.pt", "blueprint")["counters"]["updates"] == 8
+    curve = [sys.executable, str(ROOT / "experiments" / "learning_curve.py"), str(moved), "--games", "20"]
+    r = subprocess.run(curve, capture_output=True, text=True, env=os.environ, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (moved / "learning_curve_moved.png").is_file()  # the curve, for any run folder, without W&B
+
+
+def test_shipped_weights_cannot_be_resumed(tmp_path):
+    r = _cli(["--resume", str(ROOT / "checkpoints" / "blueprint_2p.pt"), "--out_dir", str(tmp_path / "x")],
+             tmp_path)
+    assert r.returncode != 0 and "weights only" in r.stderr and "cannot be resumed" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_resume_overrides_take_effect_and_the_best_survives_a_crash(tmp_path):
+    cfg = micro_config(tmp_path)
+    Trainer(cfg, progress=False).run()
+    latest, best = Path(cfg.out_dir) / "latest.pt", Path(cfg.out_dir) / "best.pt"
+    b = Trainer(replace(cfg, lr=0.0123, adam_eps=1e-3, replay_capacity=32, min_replay=8), resume=latest,
+                progress=False)
+    assert all(g["lr"] == 0.0123 and g["eps"] == 1e-3 for g in b.opt.param_groups)
+    # a crash after a new best.pt but before the next latest.pt: the resume must know that best
+    blob = ckpt.load(best, "blueprint")
+    ckpt.save(best, "blueprint", {**{k: v for k, v in blob.items() if k not in ("kind", "format")},
+                                  "best": 99.0})
+    assert Trainer(cfg, resume=latest, progress=False).best == 99.0
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("min_replay", 100, "min_replay=100: must be <= replay_capacity=64"),
+    ("eval_every", 0, "eval_every=0: must be an int >= 1"),
+    ("target_sync", 0, "target_sync=0: must be an int >= 1"),
+    ("actor_sync", 0, "actor_sync=0: must be an int >= 1"),
+    ("updates_per_round", 0, "updates_per_round=0: must be an int >= 1"),
+    ("eval_games", 0, "eval_games=0: must be an int >= 1"),
+    ("gamma", 2.0, "gamma=2.0: must be in (0, 1]"),
+    ("lr", 0.0, "lr=0.0: must be > 0"),
+    ("total_updates", -5, "total_updates=-5: must be an int >= 1"),
+    ("max_minutes", -1.0, "max_minutes=-1.0: must be >= 0"),
+    ("wandb_mode", "onlne", "wandb_mode='onlne': must be one of"),
+])
+def test_every_config_field_is_checked(tmp_path, field, value, message):
+    import re
+
+    with pytest.raises(ValueError, match=re.escape(f"TrainConfig.{message}")):
+        replace(micro_config(tmp_path), **{field: value})
+
+
+def test_actor_config_is_checked_and_cut_games_are_announced(tmp_path):
+    with pytest.raises(ValueError, match="ActorConfig.eps_base=2.0: must be in"):
+        ActorConfig(eps_base=2.0)
+    with pytest.raises(ValueError, match="ActorConfig.num_games=0"):
+        ActorConfig(num_games=0)
+    whole = replace(PRESETS["tiny"], actor=ActorConfig(max_len=0))
+    assert whole.seq_len == whole.game.max_steps
+    r = _cli([*MICRO_FLAGS, "--actor.max_len", "4", "--out_dir", str(tmp_path / "cut")], tmp_path)
+    assert r.returncode == 0 and "warning: actor.max_len=4 cut" in r.stderr, r.stderr[-2000:]
+
+
+def test_help_shows_docs_and_the_preset_and_both_spellings_work(tmp_path):
+    r = _cli(["--help"], tmp_path)
+    assert r.returncode == 0
+    assert "updates between greedy evaluations [100]" in " ".join(r.stdout.split())  # tiny's eval_every
+    assert "'tiny' preset" in r.stdout and "--total-updates" in r.stdout
+    r = _cli(["--preset", "small", "--help"], tmp_path)
+    assert "updates between greedy evaluations [250]" in " ".join(r.stdout.split())
+
+
+def test_ctrl_c_is_one_line_with_what_was_saved(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "int"
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), *MICRO_FLAGS, "--total_updates", "1000000",
+           "--eval_every", "1000000", "--checkpoint_minutes", "1000", "--out_dir", str(out)]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stderr:
+        if "blueprint run in" in line:
+            break
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "stopped by Ctrl-C at update" in err
+    assert f"saved {out / 'latest.pt'}" in err
