@@ -27,10 +27,9 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi.interop.text import playthrough
 from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
-from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
-from lbs.search.exact_range import ExactRange
+from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
-from lbs.search.samplers import BELIEF, LearnedBelief
+from lbs.search.samplers import BELIEF
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,11 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         server.register(BELIEF, belief)
     timing = Timing() if args.profile else None
     q_fn = timing.wrap(server.step) if timing is not None else server.step
-    make_sampler = None
-    if belief is not None:
-        make_sampler = lambda: LearnedBelief(game, server, cfg.seat)  # noqa: E731
-    elif sampler_kind == "range":  # SPARTA's exact range runs the blueprint's private layers itself
-        make_sampler = lambda: ExactRange(game, net, cfg.seat, max_range=args.max_range)  # noqa: E731
+    make_sampler = sampler_factory(sampler_kind, game, server, net, cfg.seat, args.max_range)
     print(
         f"search: {args.mode} on {device}, {args.games} games of {game}, {args.rollouts} rollouts per move",
         file=sys.stderr,

@@ -27,10 +27,12 @@ from ..hanabi.encode import public_features
 from ..hanabi.interop.record import GameRecord
 from ..hanabi.rng import hash_keys
 from ..hanabi.state import HanabiState
+from ..infer import InferenceServer
 from ..seeding import Stream, game_seeds, pack
+from .exact_range import ExactRange
 from .pruning import MoveStats, choose, prune
 from .rollouts import rollout_returns
-from .samplers import HandSampler
+from .samplers import HandSampler, LearnedBelief
 
 
 @dataclass
@@ -318,3 +320,15 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
             return "belief", k
         raise ValueError(f"mode {mode!r}: LBS needs at least one rollout move (lbs-1 or more, or lbs-inf)")
     raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+
+
+def sampler_factory(kind: str, game: GameConfig, server: InferenceServer, net, seat: int,
+                    max_range: int = 1_000_000) -> Callable[[], HandSampler] | None:
+    """A fresh sampler per batch of games for a parse_mode kind: 'belief' (the learned belief served as
+    "belief" by the server), 'range' (SPARTA's exact range, which runs the blueprint's private layers
+    itself), 'none' (no search)."""
+    if kind == "belief":
+        return lambda: LearnedBelief(game, server, seat)
+    if kind == "range":
+        return lambda: ExactRange(game, net, seat, max_range=max_range)
+    return None
