@@ -16,7 +16,8 @@ from lbs.belief.sampling import valid_hands
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
-from lbs.search.agent import SearchConfig, Searcher, parse_mode, play_games
+from lbs.search.agent import SearchConfig, Searcher, parse_mode, play_games, sampler_factory
+from lbs.search.exact_range import ExactRange
 from lbs.search.pruning import MoveStats, choose, prune
 from lbs.search.rollouts import rollout_returns
 from lbs.search.samplers import BELIEF, LearnedBelief, NoValidHand, TrueHand
@@ -334,3 +335,25 @@ def test_modes_parse_and_bad_modes_are_one_clear_error():
         SearchConfig(rollouts=100, min_rollouts=100).check(GAME)
     with pytest.raises(ValueError, match="seat"):
         SearchConfig(seat=2, rollouts=10_000).check(GAME)
+
+
+def test_sparta_is_lbs_inf_with_the_exact_range():
+    """The same search with a different sampler: 'sparta' and 'lbs-inf' share the rollouts, pruning and
+    delta rule, so with the exact range as sampler they make the same decisions from the same samples;
+    with the true-belief range they beat a random blueprint."""
+    game = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
+    net = blueprint(game, 1)
+    server = _server(game, net)
+    (kind, depth), (_, lbs_depth) = parse_mode("sparta"), parse_mode("lbs-inf")
+    assert kind == "range" and depth is None and lbs_depth is None
+    cfg = SearchConfig(depth=depth, rollouts=120, min_rollouts=10)
+    with torch.no_grad():
+        sparta = play_games(game, server.step, server.initial_state,
+                            sampler_factory(kind, game, server, net, 0), cfg, games=24, seed=4)
+        lbs_inf = play_games(game, server.step, server.initial_state, lambda: ExactRange(game, net, 0),
+                             SearchConfig(depth=lbs_depth, rollouts=120, min_rollouts=10), games=24, seed=4)
+        base = play_games(game, net.step, net.initial_state, None, cfg, games=24, seed=4)
+    assert [r.decisions for r in sparta] == [r.decisions for r in lbs_inf]
+    assert sum(r.deviated for r in sparta) > 0 and sum(r.fallbacks for r in sparta) == 0
+    gain = sum(r.record.score for r in sparta) - sum(r.record.score for r in base)
+    assert gain > 0, gain
