@@ -4,7 +4,9 @@
     python experiments/ship_belief.py runs/belief/latest.pt --blueprint checkpoints/blueprint_2p.pt \\
         --name belief_2p --games 1000
 
-The belief must have been trained for exactly that blueprint file (sha256). Scores the fp16 weights
+The belief must have been trained for exactly that blueprint file (sha256), or, with --trained-for RUN.pt,
+for the run checkpoint that blueprint was shipped from (its fp16 weights must equal the shipped file's;
+the card says so). Scores the fp16 weights
 as shipped (per-card cross-entropy of the true hand against the grounded belief, held-out games) and
 writes checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>.md.
 """
@@ -36,18 +38,32 @@ def main() -> None:
     ap.add_argument("--name", default="belief_2p")
     ap.add_argument("--games", type=int, default=1000)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--trained-for", default=None, help="the run blueprint the belief was trained for, when "
+                    "--blueprint is its shipped fp16 copy")
     ap.add_argument("--notes", default="")
     args = ap.parse_args()
     dev = resolve_device(args.device)
-    load_belief(args.checkpoint, blueprint_path=args.blueprint)  # refuses a belief for another blueprint
     blob = ckpt.load(args.checkpoint, KIND)
+    if args.trained_for:
+        load_belief(args.checkpoint, blueprint_path=args.trained_for)  # refuses a belief for another blueprint
+        _, run = load_blueprint(args.trained_for)
+        _, shipped = load_blueprint(args.blueprint)
+        same = all(torch.equal(v.half().float(), shipped.state_dict()[k]) for k, v in run.state_dict().items())
+        if not same:
+            sys.exit(f"ship_belief: {args.blueprint} is not the fp16 copy of {args.trained_for}")
+        blob["blueprint"] = {"path": args.blueprint, "sha256": ckpt.file_hash(args.blueprint),
+                             "trained_for": args.trained_for}
+        args.notes += (f" Trained against `{args.trained_for}` (fp32), of which `{args.blueprint}` is the fp16 "
+                       "copy (weights checked equal after rounding).")
+    else:
+        load_belief(args.checkpoint, blueprint_path=args.blueprint)  # refuses a belief for another blueprint
     cfg = from_dict(BeliefTrainConfig, blob["config"])
     out = Path("checkpoints") / f"{args.name}.pt"
     payload = {
         "config": blob["config"],
         "game": blob["game"],
         # relative to the belief file's folder, so the pair loads from any working directory
-        "blueprint": {**blob["blueprint"], "path": os.path.relpath(args.blueprint, out.parent)},
+        "blueprint": {"sha256": blob["blueprint"]["sha256"], "path": os.path.relpath(args.blueprint, out.parent)},
         "state_dict": ckpt.half_state_dict(blob["state_dict"]),
         "global_step": blob.get("global_step"),
         "step": blob.get("step", blob.get("global_step")),
