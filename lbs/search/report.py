@@ -50,8 +50,8 @@ class SearchSummary:
             f"move ({self.searched_moves} searched moves), {self.rollouts_per_s:,.0f} rollouts/s"
         )
         out.append(
-            f"search moves that deviate from the blueprint: {self.deviation_pct:.1f}%, belief "
-            f"fallbacks: {self.fallback_pct:.1f}%"
+            f"search moves that deviate from the blueprint: {self.deviation_pct:.1f}%, sampler fallbacks "
+            f"(too few valid hands, or a range above --max-range): {self.fallback_pct:.1f}%"
         )
         return out
 
