@@ -22,8 +22,8 @@ import torch
 
 from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
-from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games
-from lbs.search.samplers import BELIEF, LearnedBelief
+from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
+from lbs.search.samplers import BELIEF
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_result  # noqa: E402
@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--max-range", type=int, default=1_000_000)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments")
@@ -56,7 +57,7 @@ def main() -> None:
     rows = []
     with torch.no_grad():
         for mode in args.modes:
-            _, depth = parse_mode(mode)
+            kind, depth = parse_mode(mode)
             cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
             for bg in args.batch_games:
                 timing = Timing()
@@ -65,7 +66,7 @@ def main() -> None:
                     game,
                     timing.wrap(server.step),
                     server.initial_state,
-                    lambda c=cfg: LearnedBelief(game, server, c.seat),
+                    sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
                     cfg,
                     args.games,
                     0,
@@ -94,14 +95,14 @@ def main() -> None:
         "searched move.",
         "",
         "| mode | games at once | s / game | s / searched move | rollouts / s | at 10K: s / game "
-        "| paper s / game | networks / rollout engine / belief / rest (s) |",
+        "| paper s / game | networks / rollout engine / sampler / rest (s) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, bg, spg, spm, rps, t, sec in rows:
         paper = PAPER_S_PER_GAME.get(mode)
         split = (
-            f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.belief:.1f} / "
-            f"{sec - t.rollouts - t.belief:.1f}"
+            f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.sampler:.1f} / "
+            f"{sec - t.rollouts - t.sampler:.1f}"
         )
         lines.append(
             f"| {mode} | {bg} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "

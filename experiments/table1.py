@@ -134,8 +134,8 @@ def main() -> None:
             kept = f"{100 * s.paired_diff / sparta.paired_diff:.0f}%"
             speed = f"{sparta.seconds_per_game / s.seconds_per_game:.1f}x"
         split = (
-            f"{t.networks:.0f} / {t.rollouts - t.networks:.0f} / {t.belief:.0f} / "
-            f"{s.seconds - t.rollouts - t.belief:.0f}"
+            f"{t.networks:.0f} / {t.rollouts - t.networks:.0f} / {t.sampler:.0f} / "
+            f"{s.seconds - t.rollouts - t.sampler:.0f}"
         )
         lines.append(
             f"| {mode} | {s.score.mean:.3f} ± {s.score.sem:.3f} | {s.paired_diff:+.3f} ± "

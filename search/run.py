@@ -219,9 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     for line in summary.lines():
         print(line)
     if timing is not None:
-        engine_s, rest = timing.rollouts - timing.networks, seconds - timing.rollouts - timing.belief
+        engine_s, rest = timing.rollouts - timing.networks, seconds - timing.rollouts - timing.sampler
         print(
-            f"where the time goes: networks {timing.networks:.1f} s, belief {timing.belief:.1f} s, "
+            f"where the time goes: networks {timing.networks:.1f} s, sampler {timing.sampler:.1f} s, "
             f"rollout engine and bookkeeping {engine_s:.1f} s, the rest {rest:.1f} s"
         )
     for r in results[: args.show]:

@@ -99,8 +99,9 @@ class Timing:
 
     networks: float = 0.0
     """blueprint forward passes (real games and rollouts)"""
-    belief: float = 0.0
-    """drawing and checking sampled hands"""
+    sampler: float = 0.0
+    """the hand sampler: following the real games (belief encoder steps; range updates and counterfactual
+    filters) and drawing hands"""
     rollouts: float = 0.0
     """rollouts, networks included"""
 
@@ -162,7 +163,7 @@ class Searcher:
             keys = hash_keys(base, rnd)
             t0 = self._clock()
             samples = self.sampler.sample(n, keys, games)
-            self._add("belief", t0)
+            self._add("sampler", t0)
             valid = samples.valid & go[:, None]
             if rnd == 0:
                 fallback = valid.sum(1) < cfg.min_valid
@@ -250,8 +251,12 @@ def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
     hid = init_hidden(g_n * p)
     sampler = make_sampler() if make_sampler is not None else None
     searcher = Searcher(game, q_fn, sampler, cfg, seed, timing) if sampler is not None else None
+    clock = timing.clock if timing is not None else (lambda: 0.0)
     if sampler is not None:
+        t0 = clock()
         sampler.reset(state)
+        if timing is not None:
+            timing.add("sampler", t0)
     moves: list[torch.Tensor] = []
     decisions: list[tuple[int, Decision]] = []
     for t in range(game.max_steps):
@@ -271,7 +276,10 @@ def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
             decisions.append((t, dec))
         new, _, _ = engine.step(game, state, move)
         if sampler is not None:
+            t0 = clock()
             sampler.update(state, move, new)
+            if timing is not None:
+                timing.add("sampler", t0)
         moves.append(torch.where(state.done, -1, move))
         state, hid = new, hid_next
     return _results(game, deck, torch.stack(moves, 1).cpu() if moves else None, state, decisions)
