@@ -1,0 +1,77 @@
+"""search/run.py end to end with a tiny budget: the JSON result replays, bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lbs.hanabi.interop.hanablive import to_hanablive
+from lbs.hanabi.interop.record import GameRecord, replay
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = ["--blueprint", str(ROOT / "checkpoints" / "blueprint_2c.pt"),
+        "--belief", str(ROOT / "checkpoints" / "belief_2c.pt")]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "search" / "run.py"), *args, "--no-progress"],
+                          capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300)
+
+
+def test_a_search_run_writes_records_that_replay(tmp_path):
+    out = tmp_path / "lbs1.json"
+    r = run("--mode", "lbs-1", *PAIR, "--games", "3", "--rollouts", "170", "--min-rollouts", "10",
+            "--batch-games", "2", "--out", str(out), "--show", "1", "--profile", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for want in ("lbs-1: score", "blueprint on the same deals", "paired difference", "s per searched move",
+                 "rollouts/s", "deviate from the blueprint", "fallbacks", "where the time goes",
+                 "# playthrough"):
+        assert want in r.stdout, want
+    blob = json.loads(out.read_text())
+    assert blob["summary"]["games"] == 3 and len(blob["games"]) == 3
+    records = [GameRecord.from_dict(g["record"]) for g in blob["games"]]
+    final = replay(records)  # checks every move is legal and the recorded scores
+    assert torch.equal(final.score, torch.tensor([r.score for r in records]))
+    with pytest.raises(ValueError, match="2 colours"):  # hanab.live has no 2-suit variant; 3-5 export
+        to_hanablive(records[0])
+    dec = blob["games"][0]["decisions"][0]
+    assert {"move", "blueprint", "deviated", "fallback", "candidates"} <= set(dec)
+    again = run("--mode", "lbs-1", *PAIR, "--games", "1", "--rollouts", "170", "--min-rollouts", "10",
+                "--out", str(out), cwd=tmp_path)
+    assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mode", "lbs-0"], "at least one"),
+    (["--mode", "mcts"], "unknown mode"),
+    (["--mode", "lbs-2", "--rollouts", "50"], "too small"),
+    (["--mode", "lbs-2", "--seat", "2"], "seat"),
+    (["--mode", "lbs-2", "--belief", str(ROOT / "checkpoints" / "belief_2p.pt")], "game config"),
+    (["--mode", "lbs-2", "--blueprint", "missing.pt"], "not found"),
+])
+def test_bad_input_is_one_line(tmp_path, args, message):
+    base = [] if "--blueprint" in args else PAIR[:2]
+    base += [] if "--belief" in args or "--blueprint" in args else PAIR[2:]
+    r = run(*base, *args, "--games", "1", cwd=tmp_path)
+    assert r.returncode != 0
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_belief_for_another_blueprint_is_refused(tmp_path):
+    from lbs import ckpt
+    from lbs.models import BLUEPRINT_KIND
+
+    blob = ckpt.load(ROOT / "checkpoints" / "blueprint_2c.pt", BLUEPRINT_KIND)
+    blob["model"] = {k: v * 1.01 if v.is_floating_point() else v for k, v in blob["model"].items()}
+    other = ckpt.save(tmp_path / "other_2c.pt", BLUEPRINT_KIND, {k: v for k, v in blob.items()
+                                                                 if k not in ("kind", "format")})
+    r = run("--mode", "lbs-2", "--blueprint", str(other), "--belief", PAIR[3], "--games", "1", cwd=tmp_path)
+    assert r.returncode != 0 and "different blueprint" in r.stderr and "Traceback" not in r.stderr, r.stderr
