@@ -36,6 +36,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", nargs="+", default=["lbs-1", "lbs-16", "lbs-inf"])
     ap.add_argument("--batch-games", type=int, nargs="+", default=[1, 8])
+    ap.add_argument(
+        "--groups",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="concurrent groups per batch (> 1: their calls merged by the inference server)",
+    )
     ap.add_argument("--games", type=int, default=8, help="games per setting (default 8)")
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
@@ -52,37 +59,55 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint, device=device)
     _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
-    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
-    server.register(BELIEF, model)
+    servers = {}
+    for coalesce in sorted({g > 1 for g in args.groups}):  # groups > 1: a coalescing worker merges calls
+        servers[coalesce] = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
+        servers[coalesce].register(BELIEF, model)
     rows = []
     with torch.no_grad():
         for mode in args.modes:
             kind, depth = parse_mode(mode)
             cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
             for bg in args.batch_games:
-                timing = Timing()
-                t0 = time.perf_counter()
-                res = play_games(
-                    game,
-                    timing.wrap(server.step),
-                    server.initial_state,
-                    sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
-                    cfg,
-                    args.games,
-                    0,
-                    bg,
-                    device,
-                    timing,
-                )
-                sec = time.perf_counter() - t0
-                searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
-                rows.append((mode, bg, sec / args.games, sec / max(searched, 1), rollouts / sec, timing, sec))
-                print(
-                    f"{mode} batch {bg}: {sec / args.games:.2f} s/game, {sec / max(searched, 1):.3f} s/move, "
-                    f"{rollouts / sec:,.0f} rollouts/s",
-                    flush=True,
-                )
-    server.close()
+                for groups in args.groups:
+                    server = servers[groups > 1]
+                    timing = Timing()
+                    t0 = time.perf_counter()
+                    res = play_games(
+                        game,
+                        timing.wrap(server.step),
+                        server.initial_state,
+                        sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
+                        cfg,
+                        args.games,
+                        0,
+                        bg,
+                        device,
+                        timing if groups == 1 else None,
+                        None,
+                        groups,
+                    )
+                    sec = time.perf_counter() - t0
+                    searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
+                    rows.append(
+                        (
+                            mode,
+                            bg,
+                            groups,
+                            sec / args.games,
+                            sec / max(searched, 1),
+                            rollouts / sec,
+                            timing if groups == 1 else None,
+                            sec,
+                        )
+                    )
+                    print(
+                        f"{mode} batch {bg} groups {groups}: {sec / args.games:.2f} s/game, "
+                        f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
+                        flush=True,
+                    )
+    for server in servers.values():
+        server.close()
     scale = 10_000 / args.rollouts
     lines = [
         f"# Search speed: {game}",
@@ -94,18 +119,22 @@ def main() -> None:
         "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
         "searched move.",
         "",
-        "| mode | games at once | s / game | s / searched move | rollouts / s | at 10K: s / game "
+        "| mode | games at once | groups | s / game | s / searched move | rollouts / s | at 10K: s / game "
         "| paper s / game | networks / rollout engine / sampler / rest (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, spg, spm, rps, t, sec in rows:
+    for mode, bg, groups, spg, spm, rps, t, sec in rows:
         paper = PAPER_S_PER_GAME.get(mode)
         split = (
-            f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.sampler:.1f} / "
-            f"{sec - t.rollouts - t.sampler:.1f}"
+            "— (threads)"
+            if t is None
+            else (
+                f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.sampler:.1f} / "
+                f"{sec - t.rollouts - t.sampler:.1f}"
+            )
         )
         lines.append(
-            f"| {mode} | {bg} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "
+            f"| {mode} | {bg} | {groups} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )
     write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out)

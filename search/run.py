@@ -85,6 +85,13 @@ def parser() -> argparse.ArgumentParser:
         "--batch-games", "--batch_games", type=int, default=64, help="games searched at once (default 64)"
     )
     ap.add_argument(
+        "--groups",
+        type=int,
+        default=1,
+        help="split each batch into this many groups searched by concurrent threads whose network calls the "
+        "inference server merges (default 1: one group, direct calls)",
+    )
+    ap.add_argument(
         "--max-rows",
         "--max_rows",
         type=int,
@@ -129,8 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         sampler_kind, depth = parse_mode(args.mode)
-        if args.games < 1 or args.batch_games < 1:
-            raise ValueError(f"--games {args.games} and --batch-games {args.batch_games} must be >= 1")
+        if min(args.games, args.batch_games, args.groups) < 1:
+            raise ValueError(
+                f"--games {args.games}, --batch-games {args.batch_games} and --groups {args.groups} "
+                "must be >= 1"
+            )
+        if args.profile and args.groups > 1:
+            raise ValueError("--profile times one group; use it with --groups 1")
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
         if args.max_range < 1:
             raise ValueError(f"--max-range {args.max_range} must be >= 1")
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
+    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=args.groups > 1))
     if belief is not None:
         server.register(BELIEF, belief)
     timing = Timing() if args.profile else None
@@ -199,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
             device,
             timing,
             bar.update,
+            args.groups,
         )
         seconds = time.perf_counter() - t0
         baseline = None
