@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from lbs.ckpt import CheckpointError
 from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
@@ -54,11 +55,17 @@ def main() -> None:
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
     args = ap.parse_args()
-    device = resolve_device(args.device)
+    try:
+        for mode in args.modes:
+            parse_mode(mode)
+        device = resolve_device(args.device)
+        game, net = load_blueprint(args.blueprint, device=device)
+        _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
+        SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+    except (CheckpointError, ValueError) as e:
+        sys.exit(f"bench_search: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    game, net = load_blueprint(args.blueprint, device=device)
-    _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
     servers = {}
     for coalesce in sorted({g > 1 for g in args.groups}):  # groups > 1: a coalescing worker merges calls
         servers[coalesce] = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
