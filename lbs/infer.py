@@ -41,7 +41,8 @@ class ServerConfig:
     coalesce: bool = True
     """run a background worker that merges concurrent calls; False: every call runs in its caller's thread"""
     precision: str = "fp32"
-    """fp32; tf32 (CUDA matmuls in TF32, a process-wide torch flag); bf16 (autocast, results cast to fp32)"""
+    """fp32; tf32 (CUDA matmuls in TF32: torch's process-wide flags, set only while this server runs a
+    forward pass and restored after, so fp32 means fp32 everywhere else); bf16 (autocast, results in fp32)"""
     poll_s: float = 1.0
     """how often a waiting caller checks that the worker is still alive"""
 
@@ -98,9 +99,6 @@ class InferenceServer:
                  cfg: ServerConfig | None = None):
         self.cfg = ServerConfig() if cfg is None else cfg
         self.device = torch.device(device)
-        if self.cfg.precision == "tf32" and self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
         self.stats = ServerStats()
         self._slots: dict[str, _Slot] = {}
         self._cond = threading.Condition()  # guards slot readers / current / version and stats
@@ -297,7 +295,8 @@ class InferenceServer:
             fn = module if method == "forward" else getattr(module, method)
             bf16 = self.cfg.precision == "bf16"
             amp = torch.autocast(self.device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-            with torch.no_grad(), amp:
+            tf32 = self.cfg.precision == "tf32" and self.device.type == "cuda"
+            with torch.no_grad(), amp, (tf32_matmuls() if tf32 else contextlib.nullcontext()):
                 out = fn(*args, **kwargs)
             return _to_float32(out) if bf16 else out
         finally:
@@ -367,6 +366,18 @@ class InferenceServer:
         self._count(1, len(group), sum(r.rows for r in group))
         for r, o in zip(group, outs, strict=True):
             r.future.set_result(o)
+
+
+@contextlib.contextmanager
+def tf32_matmuls():
+    """TF32 CUDA matmuls and convolutions for the duration of the block; the previous flags come back
+    after it (torch's flags are process-wide, so a server must not leave them set)."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 # ---- batching helpers ----------------------------------------------------------------------------

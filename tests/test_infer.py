@@ -442,3 +442,20 @@ def test_server_config_validation() -> None:
         ServerConfig(precision="fp8")
     with pytest.raises(ValueError, match="ServerConfig.max_batch"):
         ServerConfig(max_batch=0)
+
+
+def test_tf32_never_leaks_out_of_the_server():
+    """A tf32 server sets torch's process-wide TF32 flags only inside its forward passes: creating one
+    (and the context it uses) leaves fp32 meaning fp32 for everything else in the process."""
+    from lbs.infer import tf32_matmuls
+
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        InferenceServer(device="cuda", cfg=ServerConfig(precision="tf32", coalesce=False)).close()
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        with tf32_matmuls():
+            assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
