@@ -21,10 +21,9 @@ from pathlib import Path
 import torch
 
 from lbs.ckpt import CheckpointError
-from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
-from lbs.search.samplers import BELIEF
+from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_result  # noqa: E402
@@ -68,8 +67,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     servers = {}
     for coalesce in sorted({g > 1 for g in args.groups}):  # groups > 1: a coalescing worker merges calls
-        servers[coalesce] = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
-        servers[coalesce].register(BELIEF, model)
+        servers[coalesce] = serve(net, model, device, coalesce)
     rows = []
     with torch.no_grad():
         for mode in args.modes:

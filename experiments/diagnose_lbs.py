@@ -13,11 +13,10 @@ from pathlib import Path
 
 import torch
 
-from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint
 from lbs.search.agent import SearchConfig, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
-from lbs.search.samplers import BELIEF, TrueHand
+from lbs.search.samplers import TrueHand, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,8 +36,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint)
     _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game)
-    server = InferenceServer(net, cfg=ServerConfig(coalesce=False))
-    server.register(BELIEF, model)
+    server = serve(net, model)
     _, depth = parse_mode(args.mode)
     cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
     make = (

@@ -25,11 +25,10 @@ from pathlib import Path
 import torch
 
 from lbs.ckpt import CheckpointError
-from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
-from lbs.search.samplers import BELIEF
+from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_result  # noqa: E402
@@ -64,8 +63,7 @@ def main() -> None:
         sys.exit(f"table1: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
-    server.register(BELIEF, model)
+    server = serve(net, model, device)
     rows, scores = [], {}
     with torch.no_grad():
         base = play_games(

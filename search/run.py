@@ -25,11 +25,10 @@ from tqdm import tqdm
 
 from lbs.ckpt import CheckpointError
 from lbs.hanabi.interop.text import playthrough
-from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
-from lbs.search.samplers import BELIEF
+from lbs.search.samplers import serve
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,9 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=args.groups > 1))
-    if belief is not None:
-        server.register(BELIEF, belief)
+    server = serve(net, belief, device, coalesce=args.groups > 1)
     timing = Timing() if args.profile else None
     q_fn = timing.wrap(server.step) if timing is not None else server.step
     make_sampler = sampler_factory(sampler_kind, game, server, net, cfg.seat, args.max_range)

@@ -294,6 +294,7 @@ def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor | None, f
         rec = GameRecord(game.to_dict(), deck[i].tolist(), played, int(score[i]))
         out.append(GameResult(rec, bool(bombed[i])))
     for step, d in decisions:
+        chosen = d.move.cpu()  # one copy per decision, not one device read per game
         for k, i in enumerate(d.games.tolist()):
             res = out[i]
             res.searched += 1
@@ -302,7 +303,7 @@ def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor | None, f
             res.rollouts += int(d.count[k].sum())
             cand = d.legal[k].nonzero().flatten().tolist()
             res.decisions.append({
-                "step": step, "move": int(d.move[k]), "blueprint": int(d.blueprint[k]),
+                "step": step, "move": int(chosen[k]), "blueprint": int(d.blueprint[k]),
                 "deviated": bool(d.deviated[k]), "fallback": bool(d.fallback[k]),
                 "candidates": {game.move_name(m): {"id": m, "mean": round(float(d.mean[k, m]), 4),
                                                    "rollouts": int(d.count[k, m])} for m in cand},

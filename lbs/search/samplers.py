@@ -18,10 +18,19 @@ from ..belief.sampling import valid_hands
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import encode
 from ..hanabi.state import HanabiState
-from ..infer import InferenceServer
+from ..infer import InferenceServer, ServerConfig
 
 BELIEF = "belief"
 """Name of the belief model in the InferenceServer."""
+
+
+def serve(net, belief=None, device: torch.device | str = "cpu", coalesce: bool = False) -> InferenceServer:
+    """The one server search calls: the blueprint as "qnet" and, for LBS, the belief as BELIEF.
+    coalesce: run the worker that merges concurrent callers (search's `groups`); off, calls run direct."""
+    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
+    if belief is not None:
+        server.register(BELIEF, belief)
+    return server
 
 
 @dataclass

@@ -15,14 +15,13 @@ from lbs.acting import env_moves, greedy, legal_with_noop, observe, play
 from lbs.belief import constraints
 from lbs.belief.sampling import valid_hands
 from lbs.hanabi import GameConfig, encode, engine, public_features
-from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief, load_blueprint, make_qnet
 from lbs.search.agent import SearchConfig, Searcher, parse_mode, play_games, sampler_factory
 from lbs.search.exact_range import ExactRange
 from lbs.search.pruning import MoveStats, choose, prune
 from lbs.search.report import summarize_run
 from lbs.search.rollouts import rollout_returns
-from lbs.search.samplers import BELIEF, LearnedBelief, NoValidHand, TrueHand
+from lbs.search.samplers import LearnedBelief, NoValidHand, TrueHand, serve
 from lbs.seeding import Stream, game_seeds
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
@@ -204,21 +203,13 @@ def test_pruning_and_delta_rule_equal_a_plain_reference():
 
 
 # ---- the searcher -------------------------------------------------------------------------------------
-def _server(game, net, model=None):
-    server = InferenceServer(net, cfg=ServerConfig(coalesce=False))
-    if model is not None:
-        server.register(BELIEF, model)
-    return server
-
-
 CFG = SearchConfig(depth=2, rollouts=150, min_rollouts=10, seat=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
     net, model = blueprint(GAME), belief(GAME)
-    server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=False))
-    server.register(BELIEF, model)
+    server = serve(net, model, device)
     runs = []
     with torch.no_grad():
         for batch in (2, 5):
@@ -237,7 +228,7 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
     assert runs[0] == runs[1]
     assert sum(len(d) for _, d in runs[0]) > 0
     if device == "cuda":  # and the same decisions as on the CPU
-        cpu = _server(GAME, net, model)
+        cpu = serve(net, model)
         res = play_games(
             GAME,
             cpu.step,
@@ -298,7 +289,7 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
     observed: every decision is unchanged. The TrueHand sampler (which peeks) fails the same check."""
     game = GAME
     net, model = blueprint(game), belief(game)
-    server = _server(game, net, model)
+    server = serve(net, model)
     cfg = SearchConfig(depth=depth, rollouts=150, min_rollouts=10, seat=0)
     swaps = 0
     peeked = False
@@ -345,7 +336,7 @@ def test_sparta_is_lbs_inf_with_the_exact_range():
     with the true-belief range they beat a random blueprint."""
     game = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
     net = blueprint(game, 1)
-    server = _server(game, net)
+    server = serve(net)
     (kind, depth), (_, lbs_depth) = parse_mode("sparta"), parse_mode("lbs-inf")
     assert kind == "range" and depth is None and lbs_depth is None
     cfg = SearchConfig(depth=depth, rollouts=120, min_rollouts=10)
@@ -367,7 +358,7 @@ def test_search_helps_on_the_shipped_two_colour_pair():
     root = Path(__file__).resolve().parents[2] / "checkpoints"
     game, net = load_blueprint(root / "blueprint_2c.pt")
     _, model = load_belief(root / "belief_2c.pt", blueprint_path=root / "blueprint_2c.pt", game=game)
-    server = _server(game, net, model)
+    server = serve(net, model)
     cfg = SearchConfig(depth=8, rollouts=400, min_rollouts=20)
     with torch.no_grad():
         make = sampler_factory("belief", game, server, net, 0)
