@@ -9,12 +9,13 @@ belief evaluation and search rollouts all call it and read what they need throug
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from . import seeding
+from .graphs import Graphs, clone, copy_into
 from .hanabi import engine
 from .hanabi.config import GameConfig
 from .hanabi.encode import encode, public_features
@@ -142,33 +143,108 @@ def play(
     explore: Exploration | None = None,
     perms: torch.Tensor | None = None,
     hook: Hook | None = None,
+    graphs: Graphs | None = None,
+    weights: Hashable = None,
 ) -> tuple[HanabiState, tuple]:
     """Play `steps` lockstep steps of N games; every seat acts through q_fn (VDN: the waiting seats'
     no-op included). Greedy unless `explore`; finished games idle (the engine leaves them unchanged).
     Returns the final state and recurrent state. No host sync: the loop runs a fixed number of steps.
+
+    With `graphs` the step is captured once per batch shape as a CUDA graph and replayed (eagerly on the
+    same static buffers off CUDA); `weights` names the copy of the weights q_fn reads now (e.g.
+    InferenceServer.pinned), since a captured step keeps reading the copy it was captured with. The
+    hook's tensors are then the step's buffers, overwritten by the next step: copy what you keep.
     """
-    n, p, dev = state.batch_size, game.players, state.device
-    seat = torch.arange(p, device=dev).repeat(n)
+    if graphs is not None:
+        return _play_captured(game, state, q_fn, hid, steps, explore, perms, hook, graphs, weights)
+    p = game.players
+    seat = torch.arange(p, device=state.device).repeat(state.batch_size)
+    rows = None
     if explore is not None:
-        eps_rows = explore.eps.to(dev).repeat_interleave(p)
-        seed_rows = explore.game_seeds.to(dev).repeat_interleave(p)
+        rows = (explore.eps.to(state.device).repeat_interleave(p),
+                explore.game_seeds.to(state.device).repeat_interleave(p), explore.episode)
     for t in range(steps):
-        obs, legal = observe(game, state, perms)
-        priv = obs.reshape(n * p, -1).float()
-        legal_rows = legal.reshape(n * p, -1)
-        q, hid = q_fn(priv, public_features(game, priv), legal_rows, hid)
-        if explore is None:
-            act = greedy(q, legal_rows)
-        else:
-            act = epsilon_greedy(q, legal_rows, eps_rows,
-                                 seeding.explore_keys(seed_rows, seat, explore.episode, t))
-        act = act.reshape(n, p)
-        move = env_moves(game, state, act)
-        if perms is not None:  # the mover chose in its own colour view
-            mover = state.cur_player[:, None, None].expand(-1, 1, game.colors)
-            move = unpermute_moves(game, move, perms.gather(1, mover).squeeze(1))
-        new, reward, _ = engine.step(game, state, move)
+        turn, hid = _step(game, state, q_fn, hid, t, seat, rows, perms)
         if hook is not None:
-            hook(Turn(t, state, obs, legal, q.reshape(n, p, -1), act, move, reward, new))
-        state = new
+            hook(turn)
+        state = turn.next_state
     return state, hid
+
+
+def _step(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, t: int | torch.Tensor,
+          seat: torch.Tensor, rows: tuple | None, perms: torch.Tensor | None) -> tuple[Turn, tuple]:
+    """One lockstep step. rows: exploration (eps, game seed, episode) per row, or None for greedy."""
+    n, p = state.batch_size, game.players
+    obs, legal = observe(game, state, perms)
+    priv = obs.reshape(n * p, -1).float()
+    legal_rows = legal.reshape(n * p, -1)
+    q, hid = q_fn(priv, public_features(game, priv), legal_rows, hid)
+    if rows is None:
+        act = greedy(q, legal_rows)
+    else:
+        eps_rows, seed_rows, episode = rows
+        act = epsilon_greedy(q, legal_rows, eps_rows, seeding.explore_keys(seed_rows, seat, episode, t))
+    act = act.reshape(n, p)
+    move = env_moves(game, state, act)
+    if perms is not None:  # the mover chose in its own colour view
+        mover = state.cur_player[:, None, None].expand(-1, 1, game.colors)
+        move = unpermute_moves(game, move, perms.gather(1, mover).squeeze(1))
+    new, reward, _ = engine.step(game, state, move)
+    return Turn(t, state, obs, legal, q.reshape(n, p, -1), act, move, reward, new), hid
+
+
+@dataclass
+class _Loop:
+    """The static buffers of a captured step: it moves `after` into `before`, then steps `before`."""
+
+    before: HanabiState
+    after: HanabiState
+    hid_in: tuple
+    hid_out: tuple
+    t: torch.Tensor  # 0-d int64: the step number (it keys the exploration draws)
+    rows: tuple | None
+    perms: torch.Tensor | None
+    turn: Turn | None = None  # the last step's outputs
+
+
+def _play_captured(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, steps: int,
+                   explore: Exploration | None, perms: torch.Tensor | None, hook: Hook | None,
+                   graphs: Graphs, weights: Hashable) -> tuple[HanabiState, tuple]:
+    n, p, dev = state.batch_size, game.players, state.device
+    rows = None
+    if explore is not None:
+        rows = (explore.eps.to(dev).repeat_interleave(p), explore.game_seeds.to(dev).repeat_interleave(p),
+                torch.as_tensor(explore.episode, device=dev))
+    key = (n, tuple(h.shape for h in hid), rows is None, perms is None, weights)
+
+    def build():
+        loop = _Loop(state.clone(), state.clone(), clone(hid), clone(hid), torch.zeros((), dtype=torch.long,
+                     device=dev), clone(rows) if rows is not None else None, clone(perms) if perms is not None
+                     else None)
+        seat = torch.arange(p, device=dev).repeat(n)
+
+        def step() -> None:
+            copy_into(loop.before, loop.after)
+            copy_into(loop.hid_in, loop.hid_out)
+            loop.t.add_(1)
+            loop.turn, out = _step(game, loop.before, q_fn, loop.hid_in, loop.t, seat, loop.rows, loop.perms)
+            copy_into(loop.after, loop.turn.next_state)
+            copy_into(loop.hid_out, out)
+
+        return loop, step
+
+    loop, replay = graphs.get(key, build)
+    copy_into(loop.after, state)  # the first replay moves these into `before`
+    copy_into(loop.hid_out, hid)
+    loop.t.fill_(-1)
+    if rows is not None:
+        copy_into(loop.rows, rows)
+    if perms is not None:
+        loop.perms.copy_(perms)
+    for t in range(steps):
+        replay()
+        if hook is not None:
+            turn = loop.turn
+            hook(Turn(t, loop.before, turn.obs, turn.legal, turn.q, turn.action, turn.move, turn.reward,
+                      loop.after))
+    return clone(loop.after), clone(loop.hid_out)

@@ -145,6 +145,18 @@ class InferenceServer:
         """Weight version of "qnet" (0 as registered, +1 per update)."""
         return self.version_of(DEFAULT)
 
+    @contextlib.contextmanager
+    def pinned(self, name: str = DEFAULT):
+        """Hold the copy of the weights served now for a block, and yield which copy it is (0 or 1).
+
+        A captured CUDA graph keeps reading the copy it was captured with, outside any call: its cache
+        keys on this index, and the pin keeps a weight update from loading into that copy meanwhile."""
+        slot, i = self._acquire(name)
+        try:
+            yield i
+        finally:
+            self._release(slot, i)
+
     def version_of(self, name: str) -> int:
         slot = self._slot(name)
         with self._cond:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .acting import InitHidden, QFunction, play
+from .graphs import Graphs
 from .hanabi import engine
 from .hanabi.config import GameConfig
 from .seeding import Stream, game_seeds
@@ -61,8 +62,10 @@ def evaluate(
     batch: int = 1000,
     device: torch.device | str = "cpu",
     stream: Stream = Stream.EVAL,
+    graphs: Graphs | None = None,
 ) -> EvalResult:
-    """Greedy self-play on games 0 .. games-1 of (stream, seed): fixed deals, comparable across runs."""
+    """Greedy self-play on games 0 .. games-1 of (stream, seed): fixed deals, comparable across runs.
+    graphs: replay the step as a CUDA graph (lbs.graphs); q_fn must read weights updated in place."""
     if games < 1 or batch < 1:
         raise ValueError(f"games={games} and batch={batch} must be >= 1")
     out = {k: [] for k in ("score", "perfect", "bombed", "length")}
@@ -70,7 +73,8 @@ def evaluate(
         seeds = game_seeds(stream, seed, min(games, start + batch) - start, start, device)
         state = engine.reset(game, seeds)
         with torch.no_grad():
-            state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps)
+            state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps,
+                            graphs=graphs)
         out["score"].append(state.score)
         out["perfect"].append(state.fireworks.sum(1) == game.max_score)
         out["bombed"].append(state.life_tokens <= 0)

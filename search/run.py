@@ -116,6 +116,8 @@ def parser() -> argparse.ArgumentParser:
         help="sparta: above this many possible hands play the blueprint move (default 1,000,000)",
     )
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    ap.add_argument("--cuda-graphs", "--cuda_graphs", action="store_true",
+                    help="replay the rollout step as a captured CUDA graph (CUDA only)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--out", default=None, help="JSON result path (default runs/search/<mode>-<time>.json)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -146,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.max_range < 1:
             raise ValueError(f"--max-range {args.max_range} must be >= 1")
         device = resolve_device(args.device)
+        if args.cuda_graphs and device.type != "cuda":
+            raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         game, net = load_blueprint(args.blueprint, device=device)
         cfg = SearchConfig(
             depth=depth,
@@ -156,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             min_valid=args.min_valid,
             seat=args.seat,
             max_rows=args.max_rows,
+            cuda_graphs=args.cuda_graphs,
         )
         cfg.check(game)
         if not getattr(net, "hidden_is_public", False):

@@ -14,6 +14,7 @@ import sys
 
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
+from lbs.graphs import Graphs
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="run seed: which fixed deals (default 0)")
     ap.add_argument("--batch", type=int, default=1000, help="games played at once (default 1000)")
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    ap.add_argument("--cuda-graphs", "--cuda_graphs", action="store_true",
+                    help="replay the game step as a captured CUDA graph (CUDA only)")
     ap.add_argument("--belief", default=None, help="also score this belief (trained for the blueprint): "
                     "cross-entropy of the true hands per card against the grounded and counting beliefs")
     args = ap.parse_args(argv)
@@ -34,13 +37,16 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"--games {args.games} and --batch {args.batch} must be >= 1")
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
         device = resolve_device(args.device)
+        if args.cuda_graphs and device.type != "cuda":
+            raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         game, net = load_blueprint(args.checkpoint, device=device)
         if args.belief:
             _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
     init = lambda b: net.initial_state(b, device)  # noqa: E731
-    print(evaluate(game, net.step, init, args.games, args.seed, args.batch, device))
+    graphs = Graphs(device) if args.cuda_graphs else None
+    print(evaluate(game, net.step, init, args.games, args.seed, args.batch, device, graphs=graphs))
     if args.belief:
         ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
                              device=device)

@@ -38,6 +38,8 @@ class BeliefTrainConfig:
     data_ratio: float = 0.0
     """once learning runs, the producer adds at most this many streams per stream sampled (0: no limit;
     on a CPU the producer otherwise takes most of the compute from the learner)"""
+    cuda_graphs: bool = False
+    """the data producer replays its blueprint games' step as a captured CUDA graph (lbs.graphs)"""
     explore: bool = True
     """blueprint acts with its training Ape-X epsilons (the reference's choice); False: greedy"""
     seed: int = 0

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import IterableDataset
 
+from ..graphs import Graphs
 from ..hanabi.config import GameConfig
 from ..infer import InferenceServer, ServerConfig
 from ..rl.actors import ActorConfig, run_round
@@ -65,6 +66,7 @@ class BeliefData:
         cap = cfg.replay_capacity
         self.replay = PrioritizedReplay(cap, stream_spec(game, self.max_len), device=self.device,
                                         seed=cfg.seed, sampler=UniformSampler(cap, self.device))
+        self.graphs = Graphs(self.device) if cfg.cuda_graphs else None  # the producer's rounds
         self.rounds = start_round
         self.last_score = math.nan
         self.error: BaseException | None = None
@@ -80,7 +82,7 @@ class BeliefData:
         seeds = game_seeds(Stream.BELIEF_TRAIN, self.cfg.seed, n, device=self.device)
         with torch.no_grad():
             episodes, stats = run_round(self.game, self.server.step, self.server.initial_state, seeds, r,
-                                        self.actor, eps=self.eps)
+                                        self.actor, eps=self.eps, graphs=self.graphs)
         return episodes_to_streams(episodes), stats["score"]
 
     def add_round(self) -> None:

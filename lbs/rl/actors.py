@@ -7,12 +7,14 @@ The stepping is lbs.acting.play; this module only records what a learner needs.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import torch
 
 from ..acting import Exploration, InitHidden, QFunction, Turn, play
 from ..configs import check, is_int
+from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import own_hands
@@ -36,6 +38,9 @@ class ActorConfig:
     """Ape-X exploration exponent (see eps_base)"""
     shuffle_colors: bool = False
     """other-play: each seat sees the game under its own random colour permutation, redrawn per episode"""
+    cuda_graphs: bool = False
+    """capture the lockstep step as a CUDA graph and replay it (lbs.graphs): far fewer kernel launches on
+    a GPU; off CUDA it runs eagerly on the same buffers"""
 
     def __post_init__(self) -> None:
         check(self, "num_games", is_int(self.num_games) and self.num_games >= 1, "an int >= 1")
@@ -75,10 +80,14 @@ def run_round(
     eps: torch.Tensor | None = None,
     record: bool = True,
     aux: bool = False,
+    graphs: Graphs | None = None,
+    weights: Hashable = None,
 ) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor]]:
     """Play one round: N = len(seeds) fresh games for up to cfg.max_len steps.
 
-    eps [N] per-game exploration (None: greedy). Returns (episodes, stats): episodes is a dict of
+    eps [N] per-game exploration (None: greedy). graphs (kept by the caller across rounds, built when
+    cfg.cuda_graphs) replays a captured step; weights names the copy of the weights q_fn reads now
+    (InferenceServer.pinned). Returns (episodes, stats): episodes is a dict of
     [N, T, ...] tensors (priv uint8 [N,T,P,D], legal [N,T,P,A], action [N,T,P], reward [N,T],
     terminal [N,T], mask [N,T], own_hand [N,T,P,H] int8, and with aux aux_target [N,T,P,H] int8 for the
     auxiliary head) or None if record is False; stats has the final score, length, bombed and perfect
@@ -118,7 +127,8 @@ def run_round(
         buf["reward"][:, t] = turn.reward * active
         buf["terminal"][:, t] = turn.next_state.done & active
 
-    state, _ = play(game, state, q_fn, init_hidden(n * p), t_max, explore, perms, keep if record else None)
+    state, _ = play(game, state, q_fn, init_hidden(n * p), t_max, explore, perms, keep if record else None,
+                    graphs, weights)
     stats = {
         "score": state.score,
         "length": state.num_steps,

@@ -19,6 +19,7 @@ import torch
 
 from .. import ckpt
 from ..configs import check, from_dict, is_int, to_dict
+from ..graphs import Graphs
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
 from ..hanabi.rng import hash_keys
@@ -220,6 +221,8 @@ class Trainer:
             self._load(resume)
         self.server.update_weights(self._module().state_dict())
         self._eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
+        self._graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # actor rounds
+        self._eval_graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # the learner's net
 
     @property
     def finished(self) -> bool:
@@ -290,9 +293,10 @@ class Trainer:
         seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n, device=self.device)
         draw = hash_keys(seeds, torch.full_like(seeds, r)) % n  # Ape-X rate per game, re-drawn each round
         eps = self._eps_ladder.to(self.device)[draw].float()
-        with torch.no_grad():
+        with torch.no_grad(), self.server.pinned() as weights:
             episodes, stats = run_round(
-                cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head
+                cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head,
+                graphs=self._graphs, weights=weights,
             )
             prio = self._priorities(episodes)
         self.replay.add(episodes, prio)
@@ -346,6 +350,7 @@ class Trainer:
             batch=min(games or self.cfg.eval_games, 1000),
             device=self.device,
             stream=Stream.BLUEPRINT_VAL,
+            graphs=self._eval_graphs,
         )
         net.train()
         return res

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..acting import InitHidden, QFunction, env_moves, greedy, observe
+from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
@@ -56,6 +57,9 @@ class SearchConfig:
     """the searching seat; every other seat plays the blueprint"""
     max_rows: int = 8192
     """rollouts run in one engine batch (memory cap); results do not depend on it"""
+    cuda_graphs: bool = False
+    """capture the rollout step as a CUDA graph per batch size and replay it (lbs.graphs); batches are
+    padded to powers of two so a few graphs serve every decision. Off CUDA it runs eagerly (tests)"""
 
     def check(self, game: GameConfig) -> None:
         """ValueError naming the field, before any work."""
@@ -129,10 +133,10 @@ class Searcher:
     """Decides the searcher's moves for a batch of games; q_fn serves the blueprint (VDN seats)."""
 
     def __init__(self, game: GameConfig, q_fn: QFunction, sampler: HandSampler, cfg: SearchConfig, seed: int,
-                 timing: Timing | None = None):
+                 timing: Timing | None = None, graphs: Graphs | None = None):
         cfg.check(game)
         self.game, self.q_fn, self.sampler, self.cfg, self.seed = game, q_fn, sampler, cfg, seed
-        self.timing = timing
+        self.timing, self.graphs = timing, graphs
 
     def decide(self, state: HanabiState, games: torch.Tensor, hid: tuple, blueprint: torch.Tensor,
                step: int, game_ids: torch.Tensor) -> Decision:
@@ -154,6 +158,9 @@ class Searcher:
         seat = torch.full((g_n,), cfg.seat, dtype=torch.long, device=dev)
         seats = torch.arange(p, device=dev)
         n, horizon = cfg.min_rollouts, game.max_steps - step
+        # Pad rollout batches to powers of two with graphs (a few captures serve every decision) and on
+        # CUDA (cheap there, and graphs on or off then run the same shapes, hence the same kernels).
+        pad = self.graphs is not None or dev.type == "cuda"
         rnd = 0
         while True:
             n_live = live.sum(1)
@@ -171,13 +178,17 @@ class Searcher:
             rows = (valid[:, :, None] & live[:, None, :]).nonzero()  # [R, 3]: (game, sample, move)
             t0 = self._clock()
             for chunk in rows.split(cfg.max_rows) if rows.shape[0] else ():
+                r_n = chunk.shape[0]
+                if pad:  # static shapes: a few batch sizes serve every decision
+                    chunk = torch.cat([chunk, chunk[:1].expand(_bucket(r_n, cfg.max_rows) - r_n, -1)])
                 g, j, m = chunk.unbind(1)
                 hands = samples.hands[g, j]  # [R, H]
                 start = engine.set_hand(game, root.index(g), seat.index_select(0, g), hands,
                                         hash_keys(keys[g], j))  # the same deck for every move (CRN)
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
                 h = type(hid)(*(x.index_select(1, rows_hid) for x in hid))
-                stats.add(g, m, rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon))
+                ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs)
+                stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add("rollouts", t0)
             used = used + n_live * n * go
             live = prune(stats, live, cfg.min_rollouts, cfg.prune_z)
@@ -195,6 +206,11 @@ class Searcher:
     def _add(self, what: str, t0: float) -> None:
         if self.timing is not None:
             self.timing.add(what, t0)
+
+
+def _bucket(rows: int, cap: int) -> int:
+    """The padded batch size for `rows` rollouts: the next power of two (at least 64), at most cap."""
+    return min(cap, max(64, 1 << (rows - 1).bit_length()))
 
 
 @dataclass
@@ -223,16 +239,20 @@ def play_games(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
     if groups < 1 or batch_games < 1:
         raise ValueError(f"groups={groups} and batch_games={batch_games} must be >= 1")
     out: list[GameResult] = []
+    # one set of captured rollout steps per concurrent group: replays share their static buffers
+    graphs = [Graphs(device) if cfg.cuda_graphs else None for _ in range(groups)]
     pool = ThreadPoolExecutor(groups, thread_name_prefix="lbs-search") if groups > 1 else None
     try:
         for start in range(0, games, batch_games):
             ids = torch.arange(start, min(games, start + batch_games), device=device)
             parts = [p for p in ids.tensor_split(groups) if len(p)]
             if pool is None:
-                out += _play_batch(game, q_fn, init_hidden, make_sampler, cfg, ids, seed, device, timing)
+                out += _play_batch(game, q_fn, init_hidden, make_sampler, cfg, ids, seed, device, timing,
+                                   graphs[0])
             else:
                 args = (game, q_fn, init_hidden, make_sampler, cfg)
-                jobs = [pool.submit(_play_batch, *args, part, seed, device, None) for part in parts]
+                jobs = [pool.submit(_play_batch, *args, part, seed, device, None, graphs[i])
+                        for i, part in enumerate(parts)]
                 out += [r for job in jobs for r in job.result()]
             if progress is not None:
                 progress(len(ids))
@@ -244,13 +264,14 @@ def play_games(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
 
 def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
                 make_sampler: Callable[[], HandSampler] | None, cfg: SearchConfig, ids: torch.Tensor,
-                seed: int, device: torch.device | str, timing: Timing | None) -> list[GameResult]:
+                seed: int, device: torch.device | str, timing: Timing | None,
+                graphs: Graphs | None = None) -> list[GameResult]:
     g_n, p = ids.shape[0], game.players
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, g_n, int(ids[0]), device))
     deck = state.deck.cpu()
     hid = init_hidden(g_n * p)
     sampler = make_sampler() if make_sampler is not None else None
-    searcher = Searcher(game, q_fn, sampler, cfg, seed, timing) if sampler is not None else None
+    searcher = Searcher(game, q_fn, sampler, cfg, seed, timing, graphs) if sampler is not None else None
     clock = timing.clock if timing is not None else (lambda: 0.0)
     if sampler is not None:
         t0 = clock()

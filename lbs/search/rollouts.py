@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..acting import QFunction, observe, play
+from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
@@ -31,15 +32,16 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
 
 
 def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor, q_fn: QFunction,
-                    depth: int | None, horizon: int) -> torch.Tensor:
+                    depth: int | None, horizon: int, graphs: Graphs | None = None) -> torch.Tensor:
     """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
     and bootstrap (depth None: `horizon` moves, enough to finish every game, and no bootstrap).
 
     hid: every seat's recurrent state [layers, R*P, hidden] after reading the root's observation
-    (the public-LSTM state, shared by every sample). No host sync: the loop length is fixed.
+    (the public-LSTM state, shared by every sample). No host sync: the loop length is fixed, so with
+    `graphs` its step is captured once per batch size and replayed (lbs.graphs).
     """
     after, _, _ = engine.step(game, root, first)
-    end, hid = play(game, after, q_fn, hid, horizon if depth is None else depth)
+    end, hid = play(game, after, q_fn, hid, horizon if depth is None else depth, graphs=graphs)
     gained = (end.score - root.score).float()
     if depth is None:
         return gained
