@@ -16,6 +16,7 @@ import argparse
 import datetime
 import sys
 import time
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
 PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
 
 
@@ -50,6 +52,8 @@ def main() -> None:
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
     ap.add_argument("--max-range", type=int, default=1_000_000)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
+                    help="replay the rollout step as a CUDA graph: off (default), on, or both to compare")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
@@ -61,6 +65,8 @@ def main() -> None:
         game, net = load_blueprint(args.blueprint, device=device)
         _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
         SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+        if args.cuda_graphs != "off" and device.type != "cuda":
+            raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"bench_search: {e}")
     if args.threads:
@@ -72,45 +78,46 @@ def main() -> None:
     with torch.no_grad():
         for mode in args.modes:
             kind, depth = parse_mode(mode)
-            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
-            for bg in args.batch_games:
-                for groups in args.groups:
-                    server = servers[groups > 1]
-                    timing = Timing()
-                    t0 = time.perf_counter()
-                    res = play_games(
-                        game,
-                        timing.wrap(server.step),
-                        server.initial_state,
-                        sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
-                        cfg,
-                        args.games,
-                        0,
+            for bg, groups, graphs in product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs]):
+                cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
+                                   cuda_graphs=graphs)
+                server = servers[groups > 1]
+                timing = Timing()
+                t0 = time.perf_counter()
+                res = play_games(
+                    game,
+                    server.step if graphs else timing.wrap(server.step),  # no clock inside a capture
+                    server.initial_state,
+                    sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
+                    cfg,
+                    args.games,
+                    0,
+                    bg,
+                    device,
+                    timing if groups == 1 else None,
+                    None,
+                    groups,
+                )
+                sec = time.perf_counter() - t0
+                searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
+                rows.append(
+                    (
+                        mode,
                         bg,
-                        device,
-                        timing if groups == 1 else None,
-                        None,
                         groups,
+                        graphs,
+                        sec / args.games,
+                        sec / max(searched, 1),
+                        rollouts / sec,
+                        timing if groups == 1 else None,
+                        sec,
                     )
-                    sec = time.perf_counter() - t0
-                    searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
-                    rows.append(
-                        (
-                            mode,
-                            bg,
-                            groups,
-                            sec / args.games,
-                            sec / max(searched, 1),
-                            rollouts / sec,
-                            timing if groups == 1 else None,
-                            sec,
-                        )
-                    )
-                    print(
-                        f"{mode} batch {bg} groups {groups}: {sec / args.games:.2f} s/game, "
-                        f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
-                        flush=True,
-                    )
+                )
+                print(
+                    f"{mode} batch {bg} groups {groups} graphs {graphs}: {sec / args.games:.2f} s/game, "
+                    f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
+                    flush=True,
+                )
     for server in servers.values():
         server.close()
     scale = 10_000 / args.rollouts
@@ -124,22 +131,26 @@ def main() -> None:
         "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
         "searched move.",
         "",
-        "| mode | games at once | groups | s / game | s / searched move | rollouts / s | at 10K: s / game "
-        "| paper s / game | networks / rollout engine / sampler / rest (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "- With CUDA graphs a rollout step is one replay, so the networks' share is not separable (—).",
+        "",
+        "| mode | games at once | groups | CUDA graphs | s / game | s / searched move | rollouts / s "
+        "| at 10K: s / game | paper s / game | networks / rollout engine / sampler / rest (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, groups, spg, spm, rps, t, sec in rows:
+    for mode, bg, groups, graphs, spg, spm, rps, t, sec in rows:
         paper = PAPER_S_PER_GAME.get(mode)
         split = (
             "— (threads)"
             if t is None
             else (
-                f"{t.networks:.1f} / {t.rollouts - t.networks:.1f} / {t.sampler:.1f} / "
+                f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}" if not graphs else
+                f"— / {t.rollouts:.1f} / {t.sampler:.1f} / "
                 f"{sec - t.rollouts - t.sampler:.1f}"
             )
         )
         lines.append(
-            f"| {mode} | {bg} | {groups} | {spg:.2f} | {spm:.3f} | {rps:,.0f} | {spg * scale:.1f} | "
+            f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {spg:.2f} | {spm:.3f} | {rps:,.0f} "
+            f"| {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )
     write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out)

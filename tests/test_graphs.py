@@ -96,11 +96,11 @@ def test_a_changed_shape_or_mode_is_a_new_capture_never_a_stale_one():
         greedy = run_round(GAME, server.step, server.initial_state, seeds, 0, cfg, graphs=graphs)
         explore = run_round(GAME, server.step, server.initial_state, seeds, 0, cfg,
                             eps=torch.ones(4), graphs=graphs)
-        wider = run_round(GAME, server.step, server.initial_state, torch.arange(5), 0, replace(cfg, num_games=5),
-                          graphs=graphs)
+        cfg5 = replace(cfg, num_games=5)
+        wider = run_round(GAME, server.step, server.initial_state, torch.arange(5), 0, cfg5, graphs=graphs)
         assert _same(greedy[0], run_round(GAME, server.step, server.initial_state, seeds, 0, cfg)[0])
         assert _same(explore[0], run_round(GAME, server.step, server.initial_state, seeds, 0, cfg,
                                            eps=torch.ones(4))[0])
-        assert _same(wider[0], run_round(GAME, server.step, server.initial_state, torch.arange(5), 0,
-                                         replace(cfg, num_games=5))[0])
+        five = torch.arange(5)
+        assert _same(wider[0], run_round(GAME, server.step, server.initial_state, five, 0, cfg5)[0])
     assert graphs.captures == 3

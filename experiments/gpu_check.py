@@ -1,0 +1,113 @@
+"""Everything a lent GPU should run first, in one command, into one dated result file.
+
+    python experiments/gpu_check.py                      # every step, results under runs/gpu_check/
+    python experiments/gpu_check.py --only tests graphs  # some steps
+    python experiments/gpu_check.py --out "$OUT"         # on the device tool: results come back
+
+Steps (each a subprocess with its own time limit, so one failure or hang does not stop the rest):
+  tests    the test suite on the GPU machine (CUDA parametrisations, captured == eager, CPU == CUDA)
+  env      engine step throughput, eager and torch.compile (experiments/bench_env.py)
+  graphs   eager vs CUDA-graph lockstep play and actor rounds (experiments/bench_graphs.py)
+  train    learner and actor throughput, fp32 and bf16 (experiments/bench_train.py)
+  belief   belief sampling throughput and quality (experiments/belief_fig3.py)
+  search   LBS-1 / LBS-16 / LBS-inf at 10,000 rollouts per move, 64 games at once, graphs off and on
+  sparta   SPARTA at 10,000 rollouts per move, 64 games at once, graphs on
+Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
+and the output's tail), beside every benchmark's own result file in <out>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def steps(out: Path) -> dict[str, tuple[list[str], int]]:
+    """name -> (command, time limit in seconds)."""
+    cuda = f"--device cuda --out {shlex.quote(str(out))}"
+    search = "experiments/bench_search.py --batch-games 64 --games 64 --rollouts 10000 --min-rollouts 100 "
+    search += cuda
+    plan = {
+        "tests": ("-m pytest -q -rs -p no:cacheprovider tests", 900),
+        "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
+                600),
+        "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 600),
+        "train": (f"experiments/bench_train.py {cuda}", 300),
+        "train-bf16": (f"experiments/bench_train.py --precision bf16-mixed {cuda}", 300),
+        "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 600),
+        "search": (f"{search} --modes lbs-1 lbs-16 lbs-inf --cuda-graphs both", 1200),
+        "sparta": (f"{search} --modes sparta --cuda-graphs on", 1200),
+    }
+    return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
+
+
+def run_step(name: str, cmd: list[str], limit: int, log: Path) -> tuple[int | str, float, str]:
+    """(exit code or 'timeout', seconds, the output's last lines); the whole output goes to log."""
+    t0 = time.perf_counter()
+    env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit, env=env)
+        code, text = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as e:
+        code = "timeout"
+        text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+    log.write_text(text)
+    tail = "\n".join(text.strip().splitlines()[-40:])
+    return code, time.perf_counter() - t0, tail
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="+", default=None, help="run these steps only (default: all)")
+    ap.add_argument("--out", default="runs/gpu_check", help="folder for the results (default runs/gpu_check)")
+    args = ap.parse_args(argv)
+    out = Path(args.out).resolve()
+    plan = steps(out)
+    names = args.only or list(plan)
+    unknown = sorted(set(names) - set(plan))
+    if unknown:
+        sys.exit(f"gpu_check: unknown step(s) {', '.join(unknown)}; choose from {', '.join(plan)}")
+    if not torch.cuda.is_available():
+        sys.exit("gpu_check: no CUDA device here; run it on a machine with a GPU")
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = torch.cuda.get_device_name().replace(" ", "_")
+    report = out / f"gpu_check_{datetime.date.today()}_{gpu}.md"
+    lines = [
+        f"# GPU check on {torch.cuda.get_device_name()}",
+        "",
+        f"- Date: {datetime.datetime.now():%Y-%m-%d %H:%M}; machine: {machine()}; CUDA {torch.version.cuda}.",
+        f"- Command: `python experiments/gpu_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
+        f"- Steps: {', '.join(names)}; each benchmark's own result file is in {out}.",
+        "",
+        "| step | exit | seconds |",
+        "|---|---|---|",
+    ]
+    details = []
+    for name in names:
+        cmd, limit = plan[name]
+        print(f"gpu_check: {name}: {' '.join(cmd)}", flush=True)
+        code, sec, tail = run_step(name, cmd, limit, out / f"gpu_check_{name}.log")
+        print(f"gpu_check: {name}: exit {code} after {sec:.0f} s", flush=True)
+        lines.append(f"| {name} | {code} | {sec:.0f} |")
+        details += ["", f"## {name}", "", f"`{' '.join(cmd)}` (limit {limit} s)", "", "```", tail, "```"]
+        report.write_text("\n".join(lines + details) + "\n")  # after every step: a cut-off run keeps some
+    print(f"written: {report}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
