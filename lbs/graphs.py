@@ -53,7 +53,8 @@ class Graphs:
                 step()
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: other threads (a coalescing server, an overlapped learner) may keep using CUDA
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             step()
         return graph.replay
 
