@@ -24,6 +24,7 @@ import torch
 from lbs.ckpt import CheckpointError
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
+from lbs.search.exact_range import ExactRange
 from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -74,7 +75,7 @@ def main() -> None:
     servers = {}
     for coalesce in sorted({g > 1 for g in args.groups}):  # groups > 1: a coalescing worker merges calls
         servers[coalesce] = serve(net, model, device, coalesce)
-    rows = []
+    rows, ranges = [], []
     with torch.no_grad():
         for mode in args.modes:
             kind, depth = parse_mode(mode)
@@ -83,12 +84,16 @@ def main() -> None:
                                    cuda_graphs=graphs)
                 server = servers[groups > 1]
                 timing = Timing()
+                make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
+                made: list[Followed] = []
+                if make is not None:
+                    make = _recording(make, made)
                 t0 = time.perf_counter()
                 res = play_games(
                     game,
                     server.step if graphs else timing.wrap(server.step),  # no clock inside a capture
                     server.initial_state,
-                    sampler_factory(kind, game, server, net, cfg.seat, args.max_range),
+                    make,
                     cfg,
                     args.games,
                     0,
@@ -113,6 +118,8 @@ def main() -> None:
                         sec,
                     )
                 )
+                if kind == "range":
+                    ranges.append((mode, bg, groups, graphs, searched, timing if groups == 1 else None, made))
                 print(
                     f"{mode} batch {bg} groups {groups} graphs {graphs}: {sec / args.games:.2f} s/game, "
                     f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
@@ -139,21 +146,82 @@ def main() -> None:
     ]
     for mode, bg, groups, graphs, spg, spm, rps, t, sec in rows:
         paper = PAPER_S_PER_GAME.get(mode)
-        split = (
-            "— (threads)"
-            if t is None
-            else (
-                f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}" if not graphs else
-                f"— / {t.rollouts:.1f} / {t.sampler:.1f} / "
-                f"{sec - t.rollouts - t.sampler:.1f}"
-            )
-        )
+        split = "— (threads)"
+        if t is not None:
+            nets = f"— / {t.rollouts:.1f}" if graphs else f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}"
+            split = f"{nets} / {t.sampler:.1f} / {sec - t.rollouts - t.sampler:.1f}"
         lines.append(
             f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {spg:.2f} | {spm:.3f} | {rps:,.0f} "
             f"| {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )
+    lines += _range_split(ranges)
     write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out)
+
+
+class Followed:
+    """A sampler as the search uses it, recording the range size of the searched games at the first draw
+    after every real move (SPARTA: the exact size within max_range, an upper bound above it)."""
+
+    def __init__(self, inner):
+        self.inner, self.turn, self.fresh = inner, -1, False
+        self.filters_in_draws = 0.0  # seconds of counterfactual filters that ran inside draws
+        self.sizes: dict[int, list[int]] = {}
+
+    def reset(self, state):
+        self.inner.reset(state)
+        self.fresh = True
+
+    def update(self, before, move, after):
+        self.inner.update(before, move, after)
+        self.turn, self.fresh = self.turn + 1, True
+
+    def sample(self, k, keys, games):
+        before = getattr(self.inner, "filter_seconds", 0.0)
+        out = self.inner.sample(k, keys, games)
+        self.filters_in_draws += getattr(self.inner, "filter_seconds", 0.0) - before
+        if self.fresh and isinstance(self.inner, ExactRange):
+            self.sizes.setdefault(self.turn + 1, []).extend(self.inner.rows().index_select(0, games).tolist())
+            self.fresh = False
+        return out
+
+
+def _recording(make, made: list[Followed]):
+    def build():
+        made.append(Followed(make()))
+        return made[-1]
+
+    return build
+
+
+def _range_split(ranges: list) -> list[str]:
+    """SPARTA's split per searched move and its range size per turn."""
+    if not ranges:
+        return []
+    out = ["", "## SPARTA: where a searched move's time goes, and the range size over the game", "",
+           "Per searched move, in seconds: range upkeep (following the real game: the exact range's updates, "
+           "their counterfactual filters excluded), counterfactual filters (deferred: they run in updates "
+           "and draws), drawing hands (filters excluded), rollouts (networks included).", "",
+           "| mode | games at once | groups | CUDA graphs | range upkeep | counterfactual filters | draws "
+           "| rollouts |", "|---|---|---|---|---|---|---|---|"]
+    sizes: dict[int, list[int]] = {}
+    for mode, bg, groups, graphs, searched, t, made in ranges:
+        for f in made:
+            for turn, s in f.sizes.items():
+                sizes.setdefault(turn, []).extend(s)
+        if t is None:
+            continue
+        filt, n = sum(f.inner.filter_seconds for f in made), max(searched, 1)
+        in_draws = sum(f.filters_in_draws for f in made)
+        upkeep, draws = t.sampler - t.drawing - (filt - in_draws), t.drawing - in_draws
+        out.append(f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {upkeep / n:.3f} "
+                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} |")
+    out += ["", "Range size of the searched games at their turn (min / median / max over games; an upper "
+            "bound above --max-range):", "", "| turn | games | min | median | max |", "|---|---|---|---|---|"]
+    for turn in sorted(sizes):
+        s = sorted(sizes[turn])
+        out.append(f"| {turn} | {len(s)} | {s[0]:,} | {s[len(s) // 2]:,} | {s[-1]:,} |")
+    return out
 
 
 if __name__ == "__main__":

@@ -108,6 +108,9 @@ class Timing:
     filters) and drawing hands"""
     rollouts: float = 0.0
     """rollouts, networks included"""
+    drawing: float = 0.0
+    """the part of `sampler` spent drawing hands for searched moves (SPARTA: with the deferred counterfactual
+    filters of the searched games, which run there)"""
 
     def clock(self) -> float:
         if torch.cuda.is_available():
@@ -171,6 +174,7 @@ class Searcher:
             t0 = self._clock()
             samples = self.sampler.sample(n, keys, games)
             self._add("sampler", t0)
+            self._add("drawing", t0)
             valid = samples.valid & go[:, None]
             if rnd == 0:
                 fallback = valid.sum(1) < cfg.min_valid

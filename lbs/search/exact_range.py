@@ -40,6 +40,8 @@ for the next hint or own play (a difference from the paper's max range, which co
 
 from __future__ import annotations
 
+import time
+
 import torch
 from torch import nn
 
@@ -69,6 +71,8 @@ class ExactRange:
         self.game, self.net, self.seat = game, net, seat
         self.max_range, self.chunk, self.checked, self.max_enum = max_range, chunk, checked, max_enum
         self.policy = CandidatePolicy(game, net, seat)
+        self.filter_seconds = 0.0
+        """wall time spent in counterfactual filters so far (they run deferred: in updates and draws)"""
 
     # ---- the searcher's view ---------------------------------------------------------------------------
     def _facts(self, state: HanabiState) -> tuple[HandConstraints, torch.Tensor]:
@@ -196,6 +200,7 @@ class ExactRange:
     # ---- the deferred counterfactual filters -----------------------------------------------------------
     def _flush(self, games: torch.Tensor) -> None:
         """Apply every pending partner filter to the rows of games [G] bool (in chunks of rows)."""
+        t0 = time.perf_counter()
         for i, (view, todo) in enumerate(self.pending):
             rows = (todo & games).index_select(0, self.game_of).nonzero().flatten()
             keep = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
@@ -205,7 +210,8 @@ class ExactRange:
                                                 self.game_of.index_select(0, r))
             self._keep(keep)
             self.pending[i] = (view, todo & ~games)
-        self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]
+        self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]  # a host sync: timed
+        self.filter_seconds += time.perf_counter() - t0
 
     def rows(self) -> torch.Tensor:
         """[G] rows held per game (an upper bound on the range while filters are pending)."""
