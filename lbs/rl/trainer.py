@@ -209,6 +209,9 @@ class Trainer:
         check_out_dir(self.out, resuming=resume is not None, overwrite=overwrite)
         blob = self._read(resume) if resume else None  # refused before any other process starts
         self.device = resolve_device(cfg.device)
+        if self.device.type == "cuda" and torch.cuda.device_count() < cfg.devices:
+            raise ValueError(f"TrainConfig.devices={cfg.devices} needs {cfg.devices} CUDA devices, found "
+                             f"{torch.cuda.device_count()}")
         if process_rank() != 0:  # a rank Fabric started: rank 0 alone prints, Lightning's lines included
             logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
         self.fabric = Fabric(
