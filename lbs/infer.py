@@ -109,6 +109,9 @@ class InferenceServer:
         if model is not None:
             self.register(DEFAULT, model)
         if self.cfg.coalesce:
+            # OpenMP's thread count is per thread: the worker takes its creator's (torch.set_num_threads
+            # in the creating thread, e.g. one per process under DDP, would not reach it otherwise)
+            self._threads = torch.get_num_threads()
             self._worker = threading.Thread(target=self._loop, name="lbs-inference", daemon=True)
             self._worker.start()
 
@@ -324,6 +327,7 @@ class InferenceServer:
 
     def _loop(self) -> None:
         """Worker: take the oldest request, merge every queued one with the same signature, run once."""
+        torch.set_num_threads(self._threads)
         pending: deque[_Request] = deque()
         stopping = False
         while pending or not stopping:

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from .shards import process_rank
+
 RUN_FILES = ("latest.pt", "best.pt")
 
 
@@ -37,8 +39,10 @@ def check_out_dir(out: str | Path, resuming: bool, overwrite: bool) -> None:
 
 
 def say(msg: str) -> None:
-    """One line on stderr, visible next to a progress bar and in logs."""
-    print(f"lbs: {msg}", file=sys.stderr, flush=True)
+    """One line on stderr, visible next to a progress bar and in logs; only rank 0 of a multi-process run
+    speaks."""
+    if process_rank() == 0:
+        print(f"lbs: {msg}", file=sys.stderr, flush=True)
 
 
 def signal_name(signum: int) -> str:

@@ -15,6 +15,10 @@ from .graphs import Graphs
 from .hanabi import engine
 from .hanabi.config import GameConfig
 from .seeding import Stream, game_seeds
+from .shards import ONE, Shard
+
+FIELDS = ("score", "perfect", "bombed", "length")
+"""Per-game outcomes eval_games returns."""
 
 
 @dataclass
@@ -53,6 +57,42 @@ def summarize(
     )
 
 
+def eval_games(
+    game: GameConfig,
+    q_fn: QFunction,
+    init_hidden: InitHidden,
+    games: int = 1000,
+    seed: int = 0,
+    batch: int = 1000,
+    device: torch.device | str = "cpu",
+    stream: Stream = Stream.EVAL,
+    shard: Shard = ONE,
+    graphs: Graphs | None = None,
+) -> dict[str, torch.Tensor] | None:
+    """Greedy self-play on games 0 .. games-1 of (stream, seed): per game (in game order, on the CPU) the
+    final score, perfect and bombed flags and length. With a Shard, this rank plays its slice of the games
+    and rank 0 receives every game's row (other ranks: None), exactly as one process would play them.
+    graphs: replay the step as a CUDA graph (lbs.graphs); q_fn must read weights updated in place."""
+    if games < 1 or batch < 1:
+        raise ValueError(f"games={games} and batch={batch} must be >= 1")
+    out = {k: [] for k in FIELDS}
+    mine = shard.games(games)
+    for start in range(mine.start, mine.stop, batch):
+        seeds = game_seeds(stream, seed, min(mine.stop, start + batch) - start, start, device)
+        state = engine.reset(game, seeds)
+        with torch.no_grad():
+            state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps,
+                            graphs=graphs)
+        out["score"].append(state.score.cpu())
+        out["perfect"].append((state.fireworks.sum(1) == game.max_score).cpu())
+        out["bombed"].append((state.life_tokens <= 0).cpu())
+        out["length"].append(state.num_steps.cpu())
+    parts = shard.gather([out])
+    if not shard.main:
+        return None
+    return {k: torch.cat([x for part in parts for x in part[k]]) for k in FIELDS}
+
+
 def evaluate(
     game: GameConfig,
     q_fn: QFunction,
@@ -62,21 +102,10 @@ def evaluate(
     batch: int = 1000,
     device: torch.device | str = "cpu",
     stream: Stream = Stream.EVAL,
+    shard: Shard = ONE,
     graphs: Graphs | None = None,
-) -> EvalResult:
+) -> EvalResult | None:
     """Greedy self-play on games 0 .. games-1 of (stream, seed): fixed deals, comparable across runs.
-    graphs: replay the step as a CUDA graph (lbs.graphs); q_fn must read weights updated in place."""
-    if games < 1 or batch < 1:
-        raise ValueError(f"games={games} and batch={batch} must be >= 1")
-    out = {k: [] for k in ("score", "perfect", "bombed", "length")}
-    for start in range(0, games, batch):
-        seeds = game_seeds(stream, seed, min(games, start + batch) - start, start, device)
-        state = engine.reset(game, seeds)
-        with torch.no_grad():
-            state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps,
-                            graphs=graphs)
-        out["score"].append(state.score)
-        out["perfect"].append(state.fireworks.sum(1) == game.max_score)
-        out["bombed"].append(state.life_tokens <= 0)
-        out["length"].append(state.num_steps)
-    return summarize(*(torch.cat(out[k]) for k in ("score", "perfect", "bombed", "length")))
+    With a Shard the games are split over its ranks; the result is rank 0's (other ranks: None)."""
+    rows = eval_games(game, q_fn, init_hidden, games, seed, batch, device, stream, shard, graphs)
+    return summarize(*(rows[k] for k in FIELDS)) if rows is not None else None

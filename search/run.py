@@ -7,7 +7,9 @@
     python search/run.py --mode lbs-16 --show 1                 # print the first game as a text trace
 
 Games are the evaluation deals of --seed (lbs.seeding): the blueprint is replayed on the same deals
-and the paired difference reported. The JSON result holds every number and every game as a record
+and the paired difference reported. `--devices N` plays them in N processes (N GPUs with --device cuda),
+each its slice of the game numbers; the first process gathers every game and reports, the same games as
+one process. The JSON result holds every number and every game as a record
 (config, deck, moves) with, for each searched move, the candidates' values, rollout counts and the choice.
 """
 
@@ -30,6 +32,7 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampl
 from lbs.search.report import summarize_run
 from lbs.search.samplers import serve
 from lbs.seeding import Stream, game_seeds
+from lbs.shards import launch, plan, rank_device
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
@@ -118,7 +121,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--cuda-graphs", "--cuda_graphs", action="store_true",
                     help="replay the rollout step as a captured CUDA graph (CUDA only)")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--devices", type=int, default=1,
+                    help="processes (GPUs with cuda) sharing the games (default 1)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch CPU threads per process (0: torch's default, divided by --devices)")
     ap.add_argument("--out", default=None, help="JSON result path (default runs/search/<mode>-<time>.json)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     ap.add_argument("--show", type=int, default=0, help="print the first N games as text traces")
@@ -142,12 +148,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"--games {args.games}, --batch-games {args.batch_games} and --groups {args.groups} "
                 "must be >= 1"
             )
-        if args.profile and args.groups > 1:
-            raise ValueError("--profile times one group; use it with --groups 1")
+        if args.profile and (args.groups > 1 or args.devices > 1):
+            raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
         if args.max_range < 1:
             raise ValueError(f"--max-range {args.max_range} must be >= 1")
-        device = resolve_device(args.device)
+        shard = plan(args.devices)
+        device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         game, net = load_blueprint(args.blueprint, device=device)
@@ -185,22 +192,23 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"{out} exists; pass --overwrite to replace it or choose another --out")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"search: {e}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
 
     server = serve(net, belief, device, coalesce=args.groups > 1)
     timing = Timing() if args.profile else None
     # no clock inside a captured step: with --cuda-graphs the networks' time stays inside the rollouts'
     q_fn = timing.wrap(server.step) if timing is not None and not args.cuda_graphs else server.step
     make_sampler = sampler_factory(sampler_kind, game, server, net, cfg.seat, args.max_range)
-    print(
-        f"search: {args.mode} on {device}, {args.games} games of {game}, {args.rollouts} rollouts per move",
-        file=sys.stderr,
-    )
+    if shard.main:
+        print(f"search: {args.mode} on {device}{f' x {shard.world} processes' if shard.world > 1 else ''}, "
+              f"{args.games} games of {game}, {args.rollouts} rollouts per move", file=sys.stderr)
+    mine = len(shard.games(args.games))  # the bar counts this process's games
     with (
+        launch(shard, device),
         torch.no_grad(),
-        tqdm(total=args.games, desc=args.mode, disable=args.no_progress, unit="game") as bar,
+        tqdm(total=mine, desc=args.mode, disable=args.no_progress or not shard.main, unit="game") as bar,
     ):
+        if args.threads:  # after launch, which splits the CPU's threads between processes
+            torch.set_num_threads(args.threads)
         t0 = time.perf_counter()
         results = play_games(
             game,
@@ -215,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
             timing,
             bar.update,
             args.groups,
+            shard,
         )
         seconds = time.perf_counter() - t0
         baseline = None
@@ -229,8 +238,11 @@ def main(argv: list[str] | None = None) -> None:
                 args.seed,
                 args.batch_games,
                 device,
+                shard=shard,
             )
     server.close()
+    if not shard.main:
+        return
     summary = summarize_run(args.mode, results, baseline, seconds, game.max_score)
     for line in summary.lines():
         print(line)

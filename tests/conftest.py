@@ -37,6 +37,34 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def run_ranks(code: str, world: int, cwd, timeout: float = 240) -> list:
+    """`python -c code` as ranks 0..world-1 of one process group on this machine, started at once with
+    RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun and Lightning's launcher
+    set them; os.environ extended, one torch thread each). Every rank's CompletedProcess, in rank order."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "WORLD_SIZE": str(world), "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(world)]
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            p.kill()
+    return out
+
+
 def random_rollout(game: GameConfig, batch: int, steps: int, seed: int = 0, observe: bool = True):
     """Random play: per step (state, priv [B, P, D], publ, legal [B, P, A]), finished games included."""
     state = engine.reset(game, torch.arange(batch) + 1000 * seed)

@@ -36,6 +36,15 @@ def test_packing_is_injective_and_bounded():
         game_seeds(Stream.EVAL, -1, 3)
 
 
+def test_rank_seeds_keep_rank_0_and_never_coincide():
+    seeds, ranks = [0, 1, 7, seeding.MAX_SEED], [0, 1, 2, 63]
+    assert [seeding.rank_seed(s, 0) for s in seeds] == seeds  # one device keeps its replay draws
+    keys = {seeding.rank_seed(s, r) for s in seeds for r in ranks}
+    assert len(keys) == len(seeds) * len(ranks)
+    with pytest.raises(ValueError, match="seed must be in"):
+        seeding.rank_seed(seeding.MAX_SEED + 1, 1)
+
+
 @pytest.fixture
 def dealt(monkeypatch):
     """Every game seed that reaches engine.reset or engine.set_hand, by caller."""

@@ -4,12 +4,18 @@ python train/blueprint.py --preset tiny                  # minutes on a laptop C
 python train/blueprint.py --preset paper --device auto   # the reference settings
 python train/blueprint.py --resume runs/blueprint/tiny-20261122-120000/latest.pt
 python train/blueprint.py --preset tiny --net.hidden 128 --game.colors 3 --total_updates 5000
+python train/blueprint.py --preset paper --device cuda --devices 4   # data-parallel over 4 GPUs (DDP)
 
 Every run gets its own folder (runs/blueprint/<preset>-<date>-<time>, printed at start) unless
 --out_dir names one; a folder that holds a run is never written into unless --resume continues it
 or --overwrite replaces it. --resume continues next to the file it is given, with the checkpoint's
 config and then any overrides, which take effect (game and network cannot change). Flags are
 accepted with underscores or dashes (--total_updates, --total-updates).
+
+--devices N runs N processes (Lightning Fabric's DDP; on the CPU over gloo): this script is started
+again for ranks 1..N-1 with the same arguments; only rank 0 prints, logs and writes. A stop (Ctrl-C,
+SIGTERM, the time limit) takes effect on every rank at the end of the current round; rank 0 saves and
+exits with 128 + the signal, the other ranks with 0.
 """
 
 from __future__ import annotations
@@ -67,8 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"blueprint: {e}")
     try:
         result = trainer.run(tags=[f"preset:{args.preset}"] if not resume else [])
-    except Stopped as e:
-        sys.exit(128 + e.signum)
+    except Stopped as e:  # the other ranks exit 0: Lightning's launcher ends the run when one exits non-zero
+        sys.exit(128 + e.signum if trainer.is_main else 0)
     if result is not None:
         print(f"final: {result}")
 

@@ -3,8 +3,10 @@
     python train/score.py checkpoints/blueprint_2p.pt --games 5000 --seed 0 --device auto
     python train/score.py checkpoints/blueprint_2p.pt --belief checkpoints/belief_2p.pt --games 1000
 
-Games 0 .. games-1 of the evaluation stream of `--seed` (lbs.seeding): the same deals on any device
-and for any --batch, so numbers are comparable across runs and with model cards.
+Games 0 .. games-1 of the evaluation stream of `--seed` (lbs.seeding): the same deals on any device,
+for any --batch and any --devices, so numbers are comparable across runs and with model cards.
+`--devices N` plays the games in N processes (N GPUs with --device cuda), each its slice of the game
+numbers; the first process prints the numbers of all games, the same as one process.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from lbs.graphs import Graphs
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
+from lbs.shards import launch, plan, rank_device
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,6 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--cuda-graphs", "--cuda_graphs", action="store_true",
                     help="replay the game step as a captured CUDA graph (CUDA only)")
+    ap.add_argument("--devices", type=int, default=1,
+                    help="processes (GPUs with cuda) sharing the games (default 1)")
     ap.add_argument("--belief", default=None, help="also score this belief (trained for the blueprint): "
                     "cross-entropy of the true hands per card against the grounded and counting beliefs")
     args = ap.parse_args(argv)
@@ -36,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.games < 1 or args.batch < 1:
             raise ValueError(f"--games {args.games} and --batch {args.batch} must be >= 1")
         game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
-        device = resolve_device(args.device)
+        shard = plan(args.devices)
+        device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         game, net = load_blueprint(args.checkpoint, device=device)
@@ -45,16 +51,20 @@ def main(argv: list[str] | None = None) -> None:
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
     init = lambda b: net.initial_state(b, device)  # noqa: E731
-    graphs = Graphs(device) if args.cuda_graphs else None
-    print(evaluate(game, net.step, init, args.games, args.seed, args.batch, device, graphs=graphs))
-    if args.belief:
-        ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
-                             device=device)
-        live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
-        grounded = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)
-        counting = sum(ev.learned_by_turn[t] < ev.counting_by_turn[t] for t in live)
-        print(f"belief: {ev}; learned below grounded at {grounded} of {len(live)} turns, below counting at "
-              f"{counting}")
+    with launch(shard, device):
+        result = evaluate(game, net.step, init, args.games, args.seed, args.batch, device, shard=shard,
+                          graphs=Graphs(device) if args.cuda_graphs else None)
+        if shard.main:
+            print(result)
+        if args.belief:
+            ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
+                                 device=device, shard=shard)
+            if shard.main:
+                live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
+                grounded = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)
+                counting = sum(ev.learned_by_turn[t] < ev.counting_by_turn[t] for t in live)
+                print(f"belief: {ev}; learned below grounded at {grounded} of {len(live)} turns, below "
+                      f"counting at {counting}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from ..hanabi.encode import own_hand_facts, own_hands
 from ..hanabi.rng import hash_keys
 from ..models.belief import BeliefModel, counting_log_prob
 from ..seeding import Stream, game_seeds
+from ..shards import ONE, Shard
 from . import constraints
 from .sampling import grounded_belief, sample_valid
 
@@ -107,24 +108,29 @@ def _round_sums(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_hidd
 def evaluate_belief(game: GameConfig, model: BeliefModel, q_fn: QFunction, init_hidden: InitHidden,
                     games: int = 1000, seed: int = 0, batch: int = 500, max_len: int | None = None,
                     eps: float = 0.0, acceptance_k: int = 0, device: torch.device | str = "cpu",
-                    stream: Stream = Stream.EVAL) -> BeliefEval:
+                    stream: Stream = Stream.EVAL, shard: Shard = ONE) -> BeliefEval | None:
     """Play `games` blueprint games (greedy unless eps > 0; games 0.. of (stream, seed), never a training
     deal) and score the learned belief (fed turn by turn) and the grounded belief on every player's true
     hand. acceptance_k > 0 also samples that many hands per player and turn and reports the fraction
-    valid."""
+    valid. With a Shard each rank plays its slice of the games and rank 0 adds up every rank's sums (equal
+    to one process up to float64 rounding); the other ranks return None."""
     if games < 1 or batch < 1:
         raise ValueError(f"games={games} and batch={batch} must be >= 1")
     max_len = max_len or game.max_steps
     was_training = model.training
     model.eval()
     total = {k: torch.zeros(max_len, dtype=torch.float64, device=device) for k in SUMS}
-    for start in range(0, games, batch):
-        seeds = game_seeds(stream, seed, min(games, start + batch) - start, start, device)
+    mine = shard.games(games)
+    for start in range(mine.start, mine.stop, batch):
+        seeds = game_seeds(stream, seed, min(mine.stop, start + batch) - start, start, device)
         e = torch.full(seeds.shape, eps, device=device) if eps > 0 else None
         for k, v in _round_sums(game, model, q_fn, init_hidden, seeds, max_len, e, acceptance_k).items():
             total[k] += v
     model.train(was_training)
-    total = {k: v.cpu() for k, v in total.items()}
+    parts = shard.gather([{k: v.cpu() for k, v in total.items()}])
+    if not shard.main:
+        return None
+    total = {k: sum(part[k] for part in parts) for k in SUMS}
     cards = total["cards"]
     nan = torch.tensor(math.nan, dtype=torch.float64)
 

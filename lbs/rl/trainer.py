@@ -3,11 +3,18 @@
 Acting and learning interleave in one process: a round of self-play (N games, up to max_len steps)
 goes into prioritized replay, then `updates_per_round` learner updates run. The acting copy of the
 network lives in the InferenceServer and is refreshed every `actor_sync` updates.
+
+With `devices` > 1 (Fabric's DDP strategy, Ape-X style) every rank runs this same loop with its own
+actors on its own deals and its own replay; Fabric's DDP wrapper averages the gradients, so every rank
+holds the same weights. Only rank 0 evaluates, logs, writes checkpoints and prints; a stop (signal, time
+limit) is agreed by every rank at the top of a round, so no rank waits in a collective another never
+reaches.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import os
 import secrets
@@ -29,7 +36,8 @@ from ..models.io import resolve_device
 from ..models.qnet import NetConfig, make_qnet
 from ..runs import Stopped, check_out_dir, say, signal_name
 from ..scoring import EvalResult, evaluate
-from ..seeding import Stream, game_seeds
+from ..seeding import Stream, game_seeds, rank_seed
+from ..shards import process_rank
 from .actors import ActorConfig, run_round
 from .r2d2 import apex_epsilons, r2d2_loss
 from .replay import PrioritizedReplay
@@ -89,6 +97,10 @@ class TrainConfig:
     """run seed: deals, exploration and evaluation deals"""
     device: str = "auto"
     """cpu, cuda or auto (CUDA when present)"""
+    devices: int = 1
+    """processes learning data-parallel (Lightning Fabric DDP: N GPUs, or N CPU processes over gloo); each
+    plays its own deals into its own replay and draws batch_size sequences per update, so an update
+    averages the gradients of devices x batch_size sequences; rank 0 evaluates, logs and saves"""
     precision: str = "32-true"
     """Fabric precision for the learner ("bf16-mixed" on recent GPUs)"""
     wandb_mode: str = "offline"
@@ -117,6 +129,9 @@ class TrainConfig:
         check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
         check(self, "device", self.device == "auto" or self.device.split(":")[0] in ("cpu", "cuda", "mps"),
               "auto, cpu or cuda[:N]")
+        check(self, "devices", is_int(self.devices) and self.devices >= 1, "an int >= 1")
+        check(self, "devices", self.devices == 1 or self.device in ("auto", "cpu", "cuda"),
+              f"1 with device={self.device!r} (several devices take auto, cpu or cuda)")
 
     @property
     def seq_len(self) -> int:
@@ -193,10 +208,21 @@ class Trainer:
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
         check_out_dir(self.out, resuming=resume is not None, overwrite=overwrite)
+        blob = self._read(resume) if resume else None  # refused before any other process starts
         self.device = resolve_device(cfg.device)
+        if self.device.type == "cuda" and torch.cuda.device_count() < cfg.devices:
+            raise ValueError(f"TrainConfig.devices={cfg.devices} needs {cfg.devices} CUDA devices, found "
+                             f"{torch.cuda.device_count()}")
+        if process_rank() != 0:  # a rank Fabric started: rank 0 alone prints, Lightning's lines included
+            logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
         self.fabric = Fabric(
-            accelerator="cuda" if self.device.type == "cuda" else "cpu", devices=1, precision=cfg.precision
+            accelerator="cuda" if self.device.type == "cuda" else "cpu", devices=cfg.devices,
+            strategy="ddp" if cfg.devices > 1 else "auto", precision=cfg.precision
         )
+        self.fabric.launch()  # devices > 1: rank 0 re-runs this script (same argv) for ranks 1..N-1
+        self.rank, self.is_main = self.fabric.global_rank, self.fabric.is_global_zero
+        if cfg.devices > 1:
+            self.device = self.fabric.device
         self.fabric.seed_everything(cfg.seed, verbose=False)
         net = make_qnet(cfg.game, cfg.net)
         self.target = copy.deepcopy(net).to(self.device).requires_grad_(False)
@@ -210,15 +236,15 @@ class Trainer:
             device=self.device,
             alpha=cfg.alpha,
             beta=cfg.beta,
-            seed=cfg.seed,
+            seed=rank_seed(cfg.seed, self.rank),
         )
         self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device)
         self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
         self.best = -math.inf
         self.history: list[dict] = []
         self.wandb_id: str | None = None
-        if resume:
-            self._load(resume)
+        if blob is not None:
+            self._restore(blob, resume)
         self.server.update_weights(self._module().state_dict())
         self._eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
         self._graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # actor rounds
@@ -247,12 +273,15 @@ class Trainer:
         }
 
     def save(self, name: str) -> Path:
+        """Write out_dir/name atomically; on ranks other than 0 (which hold the same weights) nothing."""
+        if not self.is_main:
+            return self.out / name
         return ckpt.save(self.out / name, KIND, self._payload())
 
-    def _load(self, path: str | Path) -> None:
-        """Continue a run: weights, optimizer, counters, history. Config overrides take effect (the
-        optimizer gets this config's lr and eps); a change of game or network is refused."""
-        blob = ckpt.load(path, KIND, map_location=self.device)
+    def _read(self, path: str | Path) -> dict:
+        """A checkpoint to continue, read to the CPU and checked: a weights-only file, or a change of game
+        or network, is refused."""
+        blob = ckpt.load(path, KIND, map_location="cpu")
         if "optimizer" not in blob:
             raise ckpt.CheckpointError(f"{path} holds weights only (a shipped model), not a training state: "
                                        "it cannot be resumed; start a new run instead")
@@ -262,6 +291,11 @@ class Trainer:
             if theirs != mine:
                 raise ckpt.CheckpointError(f"{path} was trained with {name} {theirs}, this run uses {mine}: "
                                            f"--{name}.* cannot change on resume")
+        return blob
+
+    def _restore(self, blob: dict, path: str | Path) -> None:
+        """Continue a run: weights, optimizer, counters, history. Config overrides take effect (the
+        optimizer gets this config's lr and eps)."""
         self._module().load_state_dict(blob["model"])
         self.target.load_state_dict(blob["target"])
         self.opt.load_state_dict(blob["optimizer"])
@@ -290,7 +324,8 @@ class Trainer:
     def act_round(self) -> dict[str, torch.Tensor]:
         cfg, r = self.cfg, self.counters["rounds"]
         n = cfg.actor.num_games
-        seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n, device=self.device)
+        # rank r plays games r*n .. r*n+n-1 of the stream: ranks never share a deal, rank 0 keeps one device's
+        seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n, start=self.rank * n, device=self.device)
         draw = hash_keys(seeds, torch.full_like(seeds, r)) % n  # Ape-X rate per game, re-drawn each round
         eps = self._eps_ladder.to(self.device)[draw].float()
         with torch.no_grad(), self.server.pinned() as weights:
@@ -362,10 +397,13 @@ class Trainer:
 
     # ---- the loop ------------------------------------------------------------------------------
     def _wandb(self, tags: list[str]):
-        """One W&B run per run folder: named after it, resumed by id, metrics declared with their step."""
+        """One W&B run per run folder: named after it, resumed by id, metrics declared with their step.
+        Ranks other than 0 get a disabled run (its calls do nothing)."""
         import wandb
 
         cfg = self.cfg
+        if not self.is_main:
+            return wandb.init(mode="disabled")
         self.wandb_id = self.wandb_id or secrets.token_hex(4)
         run = wandb.init(
             project=cfg.wandb_project,
@@ -394,7 +432,8 @@ class Trainer:
                 f"{cfg.total_updates}): nothing to do; pass a larger --total_updates to train further")
             self.server.close()
             return None
-        self.out.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
         say(f"blueprint run in {self.out} from update {self.counters['updates']} on {self.device.type}")
         run = self._wandb(tags or [])
         start = time.time() - self.counters["wall_seconds"]
@@ -403,7 +442,7 @@ class Trainer:
         bar = tqdm(
             total=cfg.total_updates,
             initial=self.counters["updates"],
-            disable=not self.progress,
+            disable=not self.progress or not self.is_main,
             desc="updates",
             dynamic_ncols=True,
         )
@@ -411,11 +450,17 @@ class Trainer:
         steps_at, seqs = self.counters["actor_steps"], 0
         result = None
         reason = f"finished ({cfg.total_updates} updates)"
-        on_term = _interrupt_on_sigterm()
+        signals = _StopSignals(deferred=self.fabric.world_size > 1)
+        on_term = signals.install()
         stats: dict[str, torch.Tensor] | None = None
         try:
             while self.counters["updates"] < cfg.total_updates:
-                if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
+                signum, timed_out = self._agree_stop(
+                    signals.pending, bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
+                )
+                if signum:
+                    raise Stopped(signal_name(signum), signum)
+                if timed_out:
                     reason = f"time limit (max_minutes={cfg.max_minutes:g}) reached"
                     break
                 t0 = time.time()
@@ -440,7 +485,7 @@ class Trainer:
                     "replay/size": len(self.replay),
                     "counters/episodes": self.counters["episodes"],
                 }
-                if u // cfg.eval_every > last_eval:
+                if u // cfg.eval_every > last_eval and self.is_main:
                     last_eval = u // cfg.eval_every
                     result = self.evaluate()
                     log |= {f"eval/{k}": v for k, v in result.to_dict().items()}
@@ -479,22 +524,45 @@ class Trainer:
                     "whole games")
             run.finish()
             self.server.close()
+        if not self.is_main:
+            return None
         return result if result is not None else self.evaluate()
 
+    def _agree_stop(self, signum: int, timed_out: bool) -> tuple[int, bool]:
+        """(signal to stop on or 0, time limit reached) as every rank sees it: the largest over the ranks
+        (one all-reduce at the top of each round), so every rank stops at the same round."""
+        if self.fabric.world_size == 1:
+            return signum, timed_out
+        flags = torch.tensor([signum, int(timed_out)], device=self.device)
+        flags = self.fabric.all_reduce(flags, reduce_op="max").tolist()
+        return int(flags[0]), bool(flags[1])
 
-def _interrupt_on_sigterm():
-    """Make `kill` behave like Ctrl-C (the loop's finally writes latest.pt); returns the undo."""
-    import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+class _StopSignals:
+    """Signals that stop a run. One process: SIGTERM raises Stopped at once, like Ctrl-C (the loop's
+    finally writes latest.pt). Several (DDP): SIGTERM and SIGINT are only recorded in `pending`; the loop
+    agrees on them at the top of the next round (Trainer._agree_stop), so every rank stops there together
+    rather than one rank leaving the others blocked in a gradient all-reduce."""
 
-    def handler(signum, frame):
-        raise Stopped("SIGTERM", signum)
+    def __init__(self, deferred: bool):
+        self.deferred, self.pending = deferred, 0
 
-    old = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, old)
+    def install(self):
+        """Install the handlers; returns the undo."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum, frame):
+            if not self.deferred:
+                raise Stopped("SIGTERM", signum)
+            self.pending = self.pending or signum
+
+        sigs = (signal.SIGTERM, signal.SIGINT) if self.deferred else (signal.SIGTERM,)
+        old = {s: signal.signal(s, handler) for s in sigs}
+        return lambda: [signal.signal(s, h) for s, h in old.items()]
 
 
 def apply_preset(name: str) -> TrainConfig:

@@ -247,6 +247,7 @@ def test_resume_overrides_take_effect_and_the_best_survives_a_crash(tmp_path):
     ("total_updates", -5, "total_updates=-5: must be an int >= 1"),
     ("max_minutes", -1.0, "max_minutes=-1.0: must be >= 0"),
     ("wandb_mode", "onlne", "wandb_mode='onlne': must be one of"),
+    ("devices", 0, "devices=0: must be an int >= 1"),
 ])
 def test_every_config_field_is_checked(tmp_path, field, value, message):
     import re

@@ -55,6 +55,8 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     (["--mode", "lbs-2", "--seat", "2"], "seat"),
     (["--mode", "lbs-2", "--belief", str(ROOT / "checkpoints" / "belief_2p.pt")], "game config"),
     (["--mode", "lbs-2", "--blueprint", "missing.pt"], "not found"),
+    (["--mode", "lbs-2", "--devices", "0"], "--devices 0"),
+    (["--mode", "lbs-2", "--devices", "2", "--profile"], "--devices 1"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]
@@ -75,3 +77,19 @@ def test_a_belief_for_another_blueprint_is_refused(tmp_path):
                                                                  if k not in ("kind", "format")})
     r = run("--mode", "lbs-2", "--blueprint", str(other), "--belief", PAIR[3], "--games", "1", cwd=tmp_path)
     assert r.returncode != 0 and "different blueprint" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_two_devices_play_and_record_the_games_one_device_does(tmp_path):
+    """`--devices 2`: two processes share the games (rank 1 plays games 1-2 in one batch, one process plays
+    0-1 then 2); the first process writes the same games and scores as a one-process run."""
+    args = ["--mode", "lbs-1", *PAIR, "--games", "3", "--rollouts", "170", "--min-rollouts", "10",
+            "--batch-games", "2"]
+    one = run(*args, "--out", str(tmp_path / "one.json"), cwd=tmp_path)
+    two = run(*args, "--devices", "2", "--out", str(tmp_path / "two.json"), cwd=tmp_path)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-3000:]
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert b["games"] == a["games"] and len(a["games"]) == 3
+    for k in ("score", "blueprint", "paired_diff", "searched_moves", "rollouts", "deviation_pct"):
+        assert b["summary"][k] == a["summary"][k], k
+    assert two.stdout.count("lbs-1: score") == 1 and "x 2 processes" in two.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json", "two.json"]
