@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     fns = [("core", "eager", core_step), ("actor", "eager", actor_step)]
     if args.compile:
-        fns += [("actor", "compiled", torch.compile(actor_step, dynamic=False))]
+        fns += [("actor", "compiled", torch.compile(actor_step, dynamic=False, fullgraph=True))]
     results, compile_note = [], ""
     for device in devices:
         for work, mode, fn in fns:
