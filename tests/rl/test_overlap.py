@@ -17,7 +17,7 @@ import pytest
 from test_blueprint import ROOT, micro_config
 
 from lbs import ckpt
-from lbs.rl.trainer import Trainer
+from lbs.rl.trainer import PRESETS, Trainer
 
 
 def actor_threads() -> list[threading.Thread]:
@@ -92,3 +92,21 @@ def test_sigterm_with_overlap_saves_and_exits(tmp_path):
     assert "Traceback" not in err
     blob = ckpt.load(out / "latest.pt", "blueprint")
     assert blob["counters"]["rounds"] > 0 and blob["config"]["overlap"] is True
+
+
+def test_gpu_preset_is_valid_and_starts_on_a_cpu(tmp_path):
+    """The `gpu` preset (bf16-mixed, overlap on) builds, and the CLI runs it shrunk on a CPU."""
+    cfg = PRESETS["gpu"]
+    assert cfg.overlap and cfg.precision == "bf16-mixed" and cfg.min_replay <= cfg.replay_capacity
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    shrink = ("--game.colors 1 --game.ranks 3 --game.hand_size 2 --net.hidden 16 --net.lstm_layers 1 "
+              "--net.mlp_layers 1 --actor.num_games 8 --actor.max_len 10 --batch_size 4 --min_replay 8 "
+              "--replay_capacity 64 --updates_per_round 2 --total_updates 4 --eval_every 4 "
+              "--eval_games 8").split()
+    cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "gpu", "--device", "cpu",
+           "--no-progress", *shrink, "--out_dir", str(tmp_path / "gpu")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "final: score" in r.stdout
+    saved = ckpt.load(tmp_path / "gpu" / "latest.pt", "blueprint")["config"]
+    assert saved["overlap"] is True and saved["precision"] == "bf16-mixed" and saved["lr"] == cfg.lr
