@@ -51,7 +51,8 @@ class Args:
     seconds: float = 8.0
     """time budget per measurement"""
     warmup: int = 5
-    """untimed steps first (allocator, caches, compilation)"""
+    """untimed steps first (allocator, caches, compilation); a compiled step also runs until it stops
+    recompiling"""
     threads: int = 1
     """torch CPU threads"""
     players: int = 2
@@ -93,6 +94,13 @@ def start(cfg: GameConfig, fn, seeds: torch.Tensor):
     if fn is actor_step or getattr(fn, "_torchdynamo_orig_callable", None) is actor_step:
         return BatchedHanabi(cfg, seeds.shape[0], seeds=seeds, device=seeds.device)
     return reset(cfg, seeds, torch.zeros_like(seeds))
+
+
+def _compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
 
 
 def _sync(device: torch.device) -> None:
@@ -137,6 +145,11 @@ def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn
     state_bytes = sum(getattr(st, f.name).nbytes for f in fields(st)) / batch
     for _ in range(args.warmup):
         state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
+    if hasattr(fn, "_torchdynamo_orig_callable"):  # compiled: recompiles belong to the warm-up too
+        graphs, quiet = _compiled_graphs(), 0  # (one graph per value of BatchedHanabi's refresh counter, ...)
+        while quiet < 2 * (cfg.min_steps + 1):
+            state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
+            quiet, graphs = (quiet + 1, graphs) if _compiled_graphs() == graphs else (0, _compiled_graphs())
     _sync(device)
     mem = None
     if device.type == "cuda":  # memory pass (short, before timing)
@@ -254,7 +267,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     fns = [("core", "eager", core_step), ("actor", "eager", actor_step)]
     if args.compile:
-        fns += [("actor", "compiled", torch.compile(actor_step, dynamic=False))]
+        fns += [("actor", "compiled", torch.compile(actor_step, dynamic=False, fullgraph=True))]
     results, compile_note = [], ""
     for device in devices:
         for work, mode, fn in fns:

@@ -65,7 +65,12 @@ class ServerStats:
 
 
 class _Slot:
-    """A model held twice (double buffer): callers read `current`, updates load the other copy."""
+    """A model held twice (double buffer): callers read `current`, updates load the other copy.
+
+    On CUDA, readers and the updater may run on different streams (the trainer's actor thread has its
+    own), and a reader's release only means its kernels were queued: events order the GPU work too. A
+    reader waits for the load of its copy (`loaded`); a load waits for every stream's last read of the
+    copy it overwrites (`read`, one event per stream, the newest)."""
 
     def __init__(self, module: nn.Module):
         self.buffers = [module, _copy_module(module)]
@@ -73,6 +78,8 @@ class _Slot:
         self.current = 0
         self.version = 0
         self.update_lock = threading.Lock()  # one weight update at a time per model
+        self.loaded: list[torch.cuda.Event | None] = [None, None]
+        self.read: list[dict[int, torch.cuda.Event]] = [{}, {}]
 
 
 @dataclass
@@ -137,7 +144,14 @@ class InferenceServer:
             with self._cond:
                 spare = 1 - slot.current
                 self._cond.wait_for(lambda: slot.readers[spare] == 0)
+                reads, slot.read[spare] = slot.read[spare], {}
+            cuda = self.device.type == "cuda"
+            for ev in reads.values():  # GPU-side waits: the learner's thread does not block
+                torch.cuda.current_stream(self.device).wait_event(ev)
             slot.buffers[spare].load_state_dict(state_dict)
+            if cuda:
+                slot.loaded[spare] = torch.cuda.Event()
+                slot.loaded[spare].record(torch.cuda.current_stream(self.device))
             with self._cond:
                 slot.current = spare
                 slot.version += 1
@@ -290,10 +304,20 @@ class InferenceServer:
         with self._cond:
             i = slot.current
             slot.readers[i] += 1
+            loaded = slot.loaded[i]
+        if loaded is not None:  # CUDA: this stream's reads come after the load of these weights
+            torch.cuda.current_stream(self.device).wait_event(loaded)
         return slot, i
 
     def _release(self, slot: _Slot, i: int) -> None:
+        done = None
+        if self.device.type == "cuda":  # mark where this stream's reads of copy i end
+            stream = torch.cuda.current_stream(self.device)
+            done = torch.cuda.Event()
+            done.record(stream)
         with self._cond:
+            if done is not None:
+                slot.read[i][stream.cuda_stream] = done
             slot.readers[i] -= 1
             self._cond.notify_all()
 

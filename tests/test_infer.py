@@ -76,7 +76,7 @@ class WeightSum(nn.Module):
         self.numel = tensors * size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        total = torch.zeros(())
+        total = torch.zeros((), device=x.device)
         for w in self.ws:
             total = total + w.sum()
         return x * 0 + total
@@ -251,6 +251,47 @@ def test_no_torn_weights_under_concurrent_updates() -> None:
     assert server.version_of("sum") == versions and len(seen) > 0
     per_version = [s / module.numel for s in seen]
     assert all(p == int(p) and 0 <= p <= versions for p in per_version), sorted(set(per_version))[:10]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+def test_no_torn_weights_across_cuda_streams() -> None:
+    """Readers on their own CUDA streams (as the trainer's actor thread with overlap) and updates on the
+    default stream: every result is one whole version, and a read after an update sees it."""
+    module = WeightSum(tensors=16, size=1 << 18)  # big copies: a load takes a while on the GPU
+    versions = 30
+    server = InferenceServer(device="cuda", cfg=ServerConfig(coalesce=False))
+    server.register("sum", module)
+    seen: list[torch.Tensor] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            with torch.cuda.stream(torch.cuda.Stream()):
+                x = torch.ones(2, device="cuda")
+                while not done.is_set():
+                    seen.append(server.run_direct("sum", "forward", x))
+                torch.cuda.current_stream().synchronize()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for v in range(1, versions + 1):
+        state = {k: torch.full_like(p, float(v), device="cuda") for k, p in module.state_dict().items()}
+        server.update_weights(state, "sum")
+    done.set()
+    for t in threads:
+        t.join(60)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        last = server.run_direct("sum", "forward", torch.ones(1, device="cuda"))
+        torch.cuda.current_stream().synchronize()
+    server.close()
+    assert not errors, errors[0]
+    per_version = [s / module.numel for out in seen for s in out.tolist()]
+    assert all(p == int(p) and 0 <= p <= versions for p in per_version), sorted(set(per_version))[:10]
+    assert last.item() == versions * module.numel
 
 
 def test_two_weight_sets_never_mixed() -> None:

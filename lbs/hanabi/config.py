@@ -6,8 +6,26 @@ is a property here so no other module hard-codes 5, 25, 658 or the like.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+
+_MISSING = object()
+
+
+class cached_property(functools.cached_property):  # a drop-in for functools.cached_property
+    """functools.cached_property without the lock Python < 3.12 takes on a miss (3.12 dropped it):
+    torch.compile cannot trace that lock, so a first use inside a compiled step broke the graph.
+    A race at worst computes the same value twice."""
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        cache = instance.__dict__
+        value = cache.get(self.attrname, _MISSING)
+        if value is _MISSING:
+            value = cache[self.attrname] = self.func(instance)
+        return value
+
 
 MIN_PLAYERS, MAX_PLAYERS = 2, 5
 MAX_COLORS, MAX_RANKS = 5, 5

@@ -8,12 +8,11 @@ the result is [B, K, D]. Sections are named in GameConfig.layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 
 from .config import LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
-from .engine import tables
+from .engine import device_tables, tables
 from .state import HanabiState
 
 
@@ -37,7 +36,7 @@ class _EncodeTables:
     player: torch.Tensor  # [P + 1, P] bool: row i+1 is the one-hot of relative player i (row 0: none)
 
 
-@lru_cache(maxsize=64)
+@device_tables
 def _encode_tables(cfg: GameConfig, device: torch.device) -> _EncodeTables:
     c, r, t, p = cfg.colors, cfg.ranks, cfg.card_types, cfg.players
     eye = torch.eye(max(t, p) + 1, dtype=torch.bool)
@@ -78,6 +77,15 @@ def _last_action(cfg: GameConfig, part: str) -> slice:
     return slice(sl.start - la, sl.stop - la)
 
 
+def _from_bool(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x.to(dtype) for bool x, exactly. Eager goes through a uint8 view (several times faster on CPU);
+    under torch.compile the plain conversion, since Inductor before torch 2.12 cannot lower a bitcast
+    of bool (`torch.iinfo(torch.bool)` raises in its view.dtype lowering)."""
+    if torch.compiler.is_compiling():
+        return x.to(dtype)
+    return x.view(torch.uint8).to(dtype)
+
+
 def _lookup(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """table[rows] for rows [...] -> [..., W] (index_select: one contiguous copy per row)."""
     return table.index_select(0, rows.reshape(-1)).reshape(*rows.shape, table.shape[1])
@@ -87,7 +95,7 @@ def _knowledge_codes(cfg: GameConfig, state: HanabiState, et: _EncodeTables) -> 
     """[B, P, H] row of the knowledge table for each slot."""
     c, r = cfg.colors, cfg.ranks
     bits = torch.cat([state.color_plausible, state.rank_plausible], dim=-1)  # [B, P, H, C+R]
-    masks = (bits.view(torch.uint8).to(torch.float32) @ et.plaus_weights).long()  # [B, P, H, 2]
+    masks = (_from_bool(bits, torch.float32) @ et.plaus_weights).long()  # [B, P, H, 2]
     code = ((masks[..., 0] << r) + masks[..., 1]) * (c + 1) + state.color_hinted + 1
     code = code * (r + 1) + state.rank_hinted + 1
     return torch.where(state.hands >= 0, code, et.knowledge.shape[0] - 1)
@@ -112,8 +120,8 @@ def _rotations(x: torch.Tensor, first: int, count: int) -> torch.Tensor:
     player axis, so the only copy is the one into the output buffer.
     """
     b, p, f = x.shape
-    x2 = torch.cat([x, x], dim=1)  # [B, 2P, F]; rows are contiguous, so a window of rows is flat
-    return x2.as_strided((b, p, count * f), (x2.stride(0), f, 1), x2.storage_offset() + first * f)
+    x2 = torch.cat([x, x], dim=1)  # [B, 2P, F], a fresh tensor: contiguous, storage offset 0
+    return x2.as_strided((b, p, count * f), (2 * p * f, f, 1), first * f)  # no host-side read of x2
 
 
 def _thermometer(value: torch.Tensor, size: int) -> torch.Tensor:
@@ -211,7 +219,7 @@ def encode(
     put("last_action.target", _lookup(et.player, target + 1))
     # card knowledge per player, observer first
     put("knowledge", seen(knowledge_features(cfg, state).reshape(b, p, -1), 0, p))
-    out = buf if dtype == torch.bool else buf.view(torch.uint8).to(dtype)
+    out = buf if dtype == torch.bool else _from_bool(buf, dtype)
     if v0_belief:
         out[:, :, lay["knowledge"]] = seen(knowledge_features(cfg, state, v0=True), 0, p).to(dtype)
     return out

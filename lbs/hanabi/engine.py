@@ -6,8 +6,9 @@ excepted) and B games cost one set of kernel launches. Rules and move ids follow
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import TypeVar
 
 import torch
 
@@ -22,6 +23,29 @@ RESHUFFLE_KEY = int(pack(Stream.RESHUFFLE, 0, 0))
 
 class IllegalMoveError(ValueError):
     """A move that HLE would refuse, found in checked mode."""
+
+
+_T = TypeVar("_T")
+_Builder = Callable[[GameConfig, torch.device], _T]
+
+
+def device_tables(build: _Builder[_T]) -> _Builder[_T]:
+    """Cache build(cfg, device) per (config, device): lookup tables built once, then shared.
+
+    Not functools.lru_cache: torch.compile does not read that cache, it traces the builder into every
+    graph (tables rebuilt with host-side ops and copied to the device at each call). A plain dict is
+    read by the compiler, and its tensors enter the graph as inputs."""
+    store: dict[tuple[GameConfig, torch.device], _T] = {}
+
+    def get(cfg: GameConfig, device: torch.device) -> _T:
+        key = (cfg, torch.device(device))
+        hit = store.get(key)
+        if hit is None:
+            hit = store[key] = build(*key)
+        return hit
+
+    get.__doc__, get.__name__, get.__qualname__ = build.__doc__, build.__name__, build.__qualname__
+    return get
 
 
 @dataclass(frozen=True)
@@ -43,7 +67,7 @@ class Tables:
     rank_keep: torch.Tensor  # [1 + 2R, R] bool: the same for rank hints
 
 
-@lru_cache(maxsize=64)
+@device_tables
 def tables(cfg: GameConfig, device: torch.device) -> Tables:
     t = torch.tensor(cfg.move_table, dtype=torch.long)
     inst_card, inst_copy = [], []

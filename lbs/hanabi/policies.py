@@ -10,13 +10,12 @@ sees (the canonical observation) and can play HLE's rl_env through lbs.hanabi.hl
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 
 import torch
 
 from .config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from .encode import current_observer, encode, own_hands
-from .engine import legal_moves, random_moves, tables
+from .engine import device_tables, legal_moves, random_moves, tables
 from .rng import hash_keys, uniform
 from .state import HanabiState
 
@@ -27,7 +26,7 @@ ObsPolicy = Callable[[GameConfig, torch.Tensor, torch.Tensor, torch.Tensor], tor
 _TAG_TIE, _TAG_HINT, _TAG_DISCARD, _TAG_PLAY, _TAG_MIX, _TAG_OBS = 11, 12, 13, 14, 15, 16
 
 
-@lru_cache(maxsize=64)
+@device_tables
 def _slot_ids(cfg: GameConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Move ids of (discard slot s) and (play slot s), each [H]."""
     table = cfg.move_table

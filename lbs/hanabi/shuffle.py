@@ -8,12 +8,10 @@ of the original encoding, legal moves permute the same way, and stepping commute
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import torch
 
 from .config import REVEAL_COLOR, GameConfig
-from .engine import tables
+from .engine import device_tables, tables
 from .rng import permutation_keys
 from .state import HanabiState
 
@@ -121,7 +119,7 @@ def permute_state(cfg: GameConfig, state: HanabiState, perm: torch.Tensor) -> Ha
 
 
 # ---- observations --------------------------------------------------------------------------------
-@lru_cache(maxsize=64)
+@device_tables
 def _obs_colour_tables(cfg: GameConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(colour [D], index_with_colour [D, C]) for the canonical layout.
 

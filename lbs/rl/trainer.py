@@ -8,16 +8,20 @@ With `devices` > 1 (Fabric's DDP strategy, Ape-X style) every rank runs this sam
 actors on its own deals and its own replay; Fabric's DDP wrapper averages the gradients, so every rank
 holds the same weights. Only rank 0 evaluates, logs, writes checkpoints and prints; a stop (signal, time
 limit) is agreed by every rank at the top of a round, so no rank waits in a collective another never
-reaches.
+reaches. With `overlap` the rounds are played in a background thread while the learner updates (see
+TrainConfig.overlap).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import os
+import queue
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,7 +34,7 @@ from ..graphs import Graphs
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
 from ..hanabi.rng import hash_keys
-from ..infer import InferenceServer
+from ..infer import InferenceServer, ServerConfig
 from ..models.io import BLUEPRINT_KIND as KIND
 from ..models.io import resolve_device
 from ..models.qnet import NetConfig, make_qnet
@@ -81,6 +85,10 @@ class TrainConfig:
     """updates between refreshes of the acting weights"""
     updates_per_round: int = 16
     """act/learn ratio: learner updates per self-play round"""
+    overlap: bool = False
+    """play the next rounds in a background thread (its own CUDA stream) while the learner updates; the
+    learner still inserts each round and runs updates_per_round updates per round, but which weights a
+    round is played with depends on timing, so runs are not bit-reproducible"""
     total_updates: int = 1_000_000
     """learner updates of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0
@@ -141,6 +149,25 @@ class TrainConfig:
 
 PRESETS: dict[str, TrainConfig] = {
     "paper": TrainConfig(),
+    # One H100-class GPU. UNTUNED: these values are reasoned, not measured, until this preset's learning
+    # curve is recorded on a GPU. From the issue's H100 numbers: actors 431K slot-steps/s at 8,192 games;
+    # learner 5,500 sequences/s bf16 at batch 128 x 80 (4,400 fp32); `--preset paper` with 1,024 games,
+    # batch 256 and bf16 made ~10 updates/s with acting and learning taking turns (its 16 updates are
+    # ~0.75 s of a ~1.6 s round, so acting took about half). Hence bf16, batch 256 (~20 updates/s of
+    # learner alone), overlap on (acting in its own stream while the learner runs), and 4,096 games a
+    # round (~0.8 s of acting) against 64 updates (~3 s): each episode is sampled ~4 times (paper preset:
+    # 16) and the acting weights trail the learner by at most ~3 rounds. lr is the paper's times sqrt(2)
+    # for the doubled batch; total_updates is half the paper's (the same number of sequences).
+    "gpu": TrainConfig(
+        actor=ActorConfig(num_games=4096, max_len=80),
+        lr=8.8e-5,
+        batch_size=256,
+        min_replay=4 * 4096,
+        updates_per_round=64,
+        total_updates=500_000,
+        precision="bf16-mixed",
+        overlap=True,
+    ),
     # About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
     # play and the scripted "safe play" heuristic (experiments/results/learning_curve_tiny.md).
     "tiny": TrainConfig(
@@ -238,7 +265,9 @@ class Trainer:
             beta=cfg.beta,
             seed=rank_seed(cfg.seed, self.rank),
         )
-        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device)
+        # overlap: the actor thread runs the forward passes itself, on its own stream (no worker thread)
+        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device,
+                                      cfg=ServerConfig(coalesce=not cfg.overlap))
         self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
         self.best = -math.inf
         self.history: list[dict] = []
@@ -322,23 +351,32 @@ class Trainer:
         return self.server.initial_state(rows)
 
     def act_round(self) -> dict[str, torch.Tensor]:
-        cfg, r = self.cfg, self.counters["rounds"]
+        episodes, stats = self._play_round(self.counters["rounds"], self._q_fn)
+        self._add_round(episodes)
+        return stats
+
+    def _play_round(self, r: int, q_fn) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Self-play round r (its deals and exploration depend on r only); any thread."""
+        cfg = self.cfg
         n = cfg.actor.num_games
         # rank r plays games r*n .. r*n+n-1 of the stream: ranks never share a deal, rank 0 keeps one device's
         seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n, start=self.rank * n, device=self.device)
         draw = hash_keys(seeds, torch.full_like(seeds, r)) % n  # Ape-X rate per game, re-drawn each round
         eps = self._eps_ladder.to(self.device)[draw].float()
         with torch.no_grad(), self.server.pinned() as weights:
-            episodes, stats = run_round(
-                cfg.game, self._q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head,
+            return run_round(
+                cfg.game, q_fn, self._init_hidden, seeds, r, cfg.actor, eps=eps, aux=cfg.net.aux_head,
                 graphs=self._graphs, weights=weights,
             )
+
+    def _add_round(self, episodes: dict[str, torch.Tensor]) -> None:
+        """Priorities from the learner, then into replay: the learner's thread only."""
+        with torch.no_grad():
             prio = self._priorities(episodes)
         self.replay.add(episodes, prio)
         self.counters["rounds"] += 1
-        self.counters["episodes"] += n
+        self.counters["episodes"] += self.cfg.actor.num_games
         self.counters["actor_steps"] += int(episodes["mask"].sum())
-        return stats
 
     def _priorities(self, episodes: dict[str, torch.Tensor]) -> torch.Tensor:
         """Initial priorities from the learner's own TD errors on the fresh episodes."""
@@ -453,7 +491,10 @@ class Trainer:
         signals = _StopSignals(deferred=self.fabric.world_size > 1)
         on_term = signals.install()
         stats: dict[str, torch.Tensor] | None = None
+        actors = None
         try:
+            if cfg.overlap:
+                actors = _ActorThread(self)
             while self.counters["updates"] < cfg.total_updates:
                 signum, timed_out = self._agree_stop(
                     signals.pending, bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
@@ -464,8 +505,8 @@ class Trainer:
                     reason = f"time limit (max_minutes={cfg.max_minutes:g}) reached"
                     break
                 t0 = time.time()
-                stats = self.act_round()
-                t_act += time.time() - t0
+                stats = self.act_round() if actors is None else actors.next_round()
+                t_act = (t_act + time.time() - t0) if actors is None else actors.seconds
                 if len(self.replay) < cfg.min_replay:
                     bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
                     continue
@@ -513,6 +554,8 @@ class Trainer:
             raise
         finally:
             on_term()
+            if actors is not None:
+                actors.close()
             self.counters["wall_seconds"] = time.time() - start
             path = self.save("latest.pt")
             bar.close()
@@ -536,6 +579,90 @@ class Trainer:
         flags = torch.tensor([signum, int(timed_out)], device=self.device)
         flags = self.fabric.all_reduce(flags, reduce_op="max").tolist()
         return int(flags[0]), bool(flags[1])
+
+class _Cancelled(Exception):
+    """Raised inside the actor thread's round when the run stops."""
+
+
+class _ActorThread:
+    """TrainConfig.overlap: rounds r, r+1, ... played in a background thread into a bounded queue.
+
+    The learner's thread takes them in order (next_round) and inserts them into replay itself, so only
+    one thread ever writes the replay. An error in the actor thread is raised again by next_round; close
+    stops the round being played at its next step and joins the thread. Rounds still queued at a stop
+    are dropped: the saved counters say which round comes next, so a resume plays them again.
+    """
+
+    DEPTH = 2
+    """rounds played ahead of the learner at most"""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.queue: queue.Queue = queue.Queue(maxsize=self.DEPTH)
+        self.stop = threading.Event()
+        self.seconds = 0.0  # spent playing rounds (the actor steps/s the log reports)
+        dev = trainer.device
+        self.stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
+        first = trainer.counters["rounds"]
+        self.thread = threading.Thread(target=self._loop, args=(first,), name="lbs-actor", daemon=True)
+        self.thread.start()
+
+    def _q_fn(self, *args):
+        if self.stop.is_set():
+            raise _Cancelled
+        return self.trainer._q_fn(*args)
+
+    def _loop(self, r: int) -> None:
+        try:
+            with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                while not self.stop.is_set():
+                    t0 = time.time()
+                    episodes, stats = self.trainer._play_round(r, self._q_fn)
+                    ready = None
+                    if self.stream is not None:
+                        ready = torch.cuda.Event()
+                        ready.record(self.stream)
+                        ready.synchronize()  # this thread waits for its own stream; the learner does not
+                    self.seconds += time.time() - t0
+                    self._put((r, episodes, stats, ready))
+                    r += 1
+        except _Cancelled:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the learner's thread, which raises it
+            self._put(e)
+
+    def _put(self, item) -> None:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def next_round(self) -> dict[str, torch.Tensor]:
+        """Insert the next round into replay (as act_round does) and return its stats."""
+        while True:
+            try:
+                item = self.queue.get(timeout=0.5)
+                break
+            except queue.Empty:
+                if not self.thread.is_alive():
+                    raise RuntimeError("the actor thread ended without a round or an error") from None
+        if isinstance(item, BaseException):
+            raise item
+        r, episodes, stats, ready = item
+        if ready is not None:  # made on the actor's stream: order this stream after it, keep memory alive
+            here = torch.cuda.current_stream(self.trainer.device)
+            here.wait_event(ready)
+            for t in (*episodes.values(), *stats.values()):
+                t.record_stream(here)
+        assert r == self.trainer.counters["rounds"], (r, self.trainer.counters["rounds"])
+        self.trainer._add_round(episodes)
+        return stats
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 class _StopSignals:
