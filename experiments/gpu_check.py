@@ -12,6 +12,9 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   belief   belief sampling throughput and quality (experiments/belief_fig3.py)
   search   LBS-1 / LBS-16 / LBS-inf at 10,000 rollouts per move, 64 games at once, graphs off and on
   sparta   SPARTA at 10,000 rollouts per move, 64 games at once, graphs on
+  overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
+  preset   8 minutes of `train/blueprint.py --preset gpu` with captured actor rounds
+  curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
 """
@@ -51,6 +54,11 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
         "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 600),
         "search": (f"{search} --modes lbs-1 lbs-16 lbs-inf --cuda-graphs both", 1200),
         "sparta": (f"{search} --modes sparta --cuda-graphs on", 1200),
+        "overlap": ("experiments/bench_overlap.py --preset gpu --updates 200 --repeats 1 --device cuda", 900),
+        "preset": (f"train/blueprint.py --preset gpu --device cuda --max_minutes 8 --wandb_mode disabled "
+                   f"--actor.cuda_graphs true --out_dir {shlex.quote(str(out / 'gpu_preset'))}", 900),
+        "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
+                  f"{shlex.quote(str(out))}", 600),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 
