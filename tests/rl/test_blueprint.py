@@ -145,16 +145,18 @@ def test_aux_head_and_colour_shuffle_train(tmp_path):
     assert t.replay.storage["aux_target"].max() <= 2
 
 
-def test_kill_saves_latest_checkpoint(tmp_path):
-    """SIGTERM (a plain `kill`) ends the run like Ctrl-C: latest.pt holds the progress made so far."""
+@pytest.mark.parametrize("overlap", [False, True], ids=["sequential", "overlap"])
+def test_kill_saves_latest_checkpoint(tmp_path, overlap):
+    """SIGTERM (a plain `kill`) ends the run like Ctrl-C: latest.pt holds the progress made so far; with
+    overlap the actor thread is stopped and joined first."""
     import signal
     import time
 
     out = tmp_path / "killed"
     env = {**os.environ, "WANDB_MODE": "disabled"}
     cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "tiny", "--no-progress",
-           "--total_updates", "1000000", "--min_replay", "8", "--actor.num_games", "8",
-           "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "1000000",
+           "--overlap", str(overlap).lower(), "--total_updates", "1000000", "--min_replay", "8",
+           "--actor.num_games", "8", "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "1000000",
            "--checkpoint_minutes", "1000", "--out_dir", str(out)]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -167,7 +169,7 @@ def test_kill_saves_latest_checkpoint(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, err
     assert "Traceback" not in err
     blob = ckpt.load(out / "latest.pt", "blueprint")
-    assert blob["counters"]["rounds"] > 0
+    assert blob["counters"]["rounds"] > 0 and blob["config"]["overlap"] is overlap
 
 
 MICRO_FLAGS = ["--no-progress", "--total_updates", "4", "--min_replay", "8", "--actor.num_games", "8",
