@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=12)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-range", type=int, default=1_000_000)
-    ap.add_argument("--chunk", type=int, default=65536)
+    ap.add_argument("--chunk", type=int, default=None, help="rows per filter batch (default: ExactRange's)")
     ap.add_argument("--record", action="store_true", help="write experiments/results/bench_range_<date>.md")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -30,7 +30,9 @@ hand length) and the other players' cards; the searcher's true hand and the deck
 
 Sizes: the full game's first moves have up to T^H (25^5 = 9.8 million) ordered hands; the range is
 enumerated whenever that bound (product over slots of the cards still possible) is at most `max_enum`
-(default 2^24, so every HLE default game), filtering and counting in chunks of `chunk` rows. A game
+(default 2^24, so every HLE default game), filtering and counting in chunks of `chunk` rows (by default
+8,192 on a CPU, where a chunk's activations stay in cache: 1.5-2.5x faster than 65,536; 262,144 on a
+GPU). A game
 whose bound is larger at its deal (e.g. a 6-card hand) is not tracked at all: its samples are invalid
 for the whole game and the search plays the blueprint there. A tracked game above `max_range` keeps
 being updated; only its samples are invalid until the range shrinks. Its size is then measured before
@@ -57,19 +59,22 @@ from .samplers import SampledHands
 
 MAX_ENUM = 1 << 24
 """Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
+CPU_CHUNK, GPU_CHUNK = 8192, 262144
+"""Default rows per filter and counting batch, per device (see the module doc)."""
 
 
 class ExactRange:
     """The searcher's exact range in G games, updated after every real move (see the module doc)."""
 
     def __init__(self, game: GameConfig, net: nn.Module, seat: int, max_range: int = 1_000_000,
-                 chunk: int = 65536, checked: bool = False, max_enum: int = MAX_ENUM):
+                 chunk: int | None = None, checked: bool = False, max_enum: int = MAX_ENUM):
         if not getattr(net, "hidden_is_public", False):
             raise ValueError("ExactRange needs a net whose recurrent state is public (hidden_is_public)")
         if not 0 <= seat < game.players:
             raise ValueError(f"seat must be in 0..{game.players - 1}, got {seat}")
         self.game, self.net, self.seat = game, net, seat
-        self.max_range, self.chunk, self.checked, self.max_enum = max_range, chunk, checked, max_enum
+        self.max_range, self.checked, self.max_enum = max_range, checked, max_enum
+        self._chunk = chunk
         self.policy = CandidatePolicy(game, net, seat)
         self.filter_seconds = 0.0
         """wall time spent in counterfactual filters so far (they run deferred: in updates and draws)"""
@@ -93,6 +98,7 @@ class ExactRange:
         """Start tracking G new games (state: the initial deal, batch G), from the searcher's view."""
         g, h, dev = state.batch_size, self.game.hand_size, state.device
         self.num_games, self.device = g, dev
+        self.chunk = self._chunk or (CPU_CHUNK if dev.type == "cpu" else GPU_CHUNK)
         cons, plaus = self._facts(state)
         self.unseen = cons.unseen
         possible = (plaus & (cons.unseen > 0)[:, None, :]).sum(2).double()  # [G, H]
