@@ -580,6 +580,7 @@ class Trainer:
         flags = self.fabric.all_reduce(flags, reduce_op="max").tolist()
         return int(flags[0]), bool(flags[1])
 
+
 class _Cancelled(Exception):
     """Raised inside the actor thread's round when the run stops."""
 

@@ -118,8 +118,11 @@ class Timing:
             torch.cuda.synchronize()
         return time.perf_counter()
 
-    def add(self, what: str, t0: float) -> None:
-        setattr(self, what, getattr(self, what) + self.clock() - t0)
+    def add(self, t0: float, *what: str) -> None:
+        """The time since t0 (one clock read) added to each of `what`."""
+        dt = self.clock() - t0
+        for name in what:
+            setattr(self, name, getattr(self, name) + dt)
 
     def wrap(self, fn: Callable, what: str = "networks") -> Callable:
         """fn, with its wall time added to `what`."""
@@ -127,7 +130,7 @@ class Timing:
         def run(*a, **kw):
             t0 = self.clock()
             out = fn(*a, **kw)
-            self.add(what, t0)
+            self.add(t0, what)
             return out
 
         return run
@@ -174,8 +177,7 @@ class Searcher:
             keys = hash_keys(base, rnd)
             t0 = self._clock()
             samples = self.sampler.sample(n, keys, games)
-            self._add("sampler", t0)
-            self._add("drawing", t0)
+            self._add(t0, "sampler", "drawing")
             valid = samples.valid & go[:, None]
             if rnd == 0:
                 fallback = valid.sum(1) < cfg.min_valid
@@ -194,7 +196,7 @@ class Searcher:
                 h = type(hid)(*(x.index_select(1, rows_hid) for x in hid))
                 ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
-            self._add("rollouts", t0)
+            self._add(t0, "rollouts")
             used = used + n_live * n * go
             live = prune(stats, live, cfg.min_rollouts, cfg.prune_z)
             rnd += 1
@@ -208,9 +210,9 @@ class Searcher:
     def _clock(self) -> float:
         return self.timing.clock() if self.timing is not None else 0.0
 
-    def _add(self, what: str, t0: float) -> None:
+    def _add(self, t0: float, *what: str) -> None:
         if self.timing is not None:
-            self.timing.add(what, t0)
+            self.timing.add(t0, *what)
 
 
 def _bucket(rows: int, cap: int) -> int:
@@ -286,7 +288,7 @@ def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
         t0 = clock()
         sampler.reset(state)
         if timing is not None:
-            timing.add("sampler", t0)
+            timing.add(t0, "sampler")
     moves: list[torch.Tensor] = []
     decisions: list[tuple[int, Decision]] = []
     for t in range(game.max_steps):
@@ -309,7 +311,7 @@ def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
             t0 = clock()
             sampler.update(state, move, new)
             if timing is not None:
-                timing.add("sampler", t0)
+                timing.add(t0, "sampler")
         moves.append(torch.where(state.done, -1, move))
         state, hid = new, hid_next
     return _results(game, deck, torch.stack(moves, 1).cpu() if moves else None, state, decisions)

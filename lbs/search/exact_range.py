@@ -31,8 +31,8 @@ hand length) and the other players' cards; the searcher's true hand and the deck
 Sizes: the full game's first moves have up to T^H (25^5 = 9.8 million) ordered hands; the range is
 enumerated whenever that bound (product over slots of the cards still possible) is at most `max_enum`
 (default 2^24, so every HLE default game), filtering and counting in chunks of `chunk` rows (by default
-8,192 on a CPU, where a chunk's activations stay in cache: 1.5-2.5x faster than 65,536; 262,144 on a
-GPU). A game
+8,192 on a CPU, where a chunk's activations stay in cache: about 1.5-1.7x faster than 65,536; 262,144
+on a GPU). A game
 whose bound is larger at its deal (e.g. a 6-card hand) is not tracked at all: its samples are invalid
 for the whole game and the search plays the blueprint there. A tracked game above `max_range` keeps
 being updated; only its samples are invalid until the range shrinks. Its size is then measured before
