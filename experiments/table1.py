@@ -20,11 +20,14 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from lbs.ckpt import CheckpointError
+from lbs.hanabi import GameConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
@@ -35,6 +38,31 @@ from common import machine, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
+
+
+@dataclass
+class Row:
+    """One mode's line: its per-game scores beside the blueprint's on the same deals (game order)."""
+
+    mode: str
+    summary: dict  # SearchSummary.to_dict()
+    scores: list[float]
+    base: list[float]
+    split: dict | None = None  # seconds in networks / engine / sampler / rest, when recorded
+    source: str = ""  # the recorded run it comes from (--combine)
+
+    def paired(self, games: int | None = None) -> tuple[float, float]:
+        """Mean of (mode - blueprint) over the first `games` deals (all by default) ± its standard error."""
+        d = torch.tensor(self.scores[:games], dtype=torch.float64) - torch.tensor(self.base[:games],
+                                                                                   dtype=torch.float64)
+        n = d.numel()
+        return float(d.mean()), float(d.std() / math.sqrt(n)) if n > 1 else 0.0
+
+
+def split_of(summary, timing: Timing) -> dict:
+    """Where a run's seconds went: blueprint passes, the rest of the rollouts, the sampler, the rest."""
+    return {"networks": timing.networks, "engine": timing.rollouts - timing.networks,
+            "sampler": timing.sampler, "rest": summary.seconds - timing.rollouts - timing.sampler}
 
 
 def main() -> None:
@@ -50,9 +78,13 @@ def main() -> None:
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
+                    help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
     ap.add_argument("--record", default=None, help="write experiments/results/table1_<date>_NAME.* instead")
     args = ap.parse_args()
+    if args.combine:
+        return combine(args)
     try:
         kinds = {m: parse_mode(m) for m in args.modes}
         device = resolve_device(args.device)
@@ -64,47 +96,32 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     server = serve(net, model, device)
-    rows, scores = [], {}
+    rows: list[Row] = []
+    searched = [m for m in args.modes if kinds[m][0] != "none"]
+    bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     with torch.no_grad():
-        base = play_games(
-            game,
-            server.step,
-            server.initial_state,
-            None,
-            SearchConfig(),
-            args.games,
-            args.seed,
-            args.batch_games,
-            device,
-        )
+        base = play_games(game, server.step, server.initial_state, None, SearchConfig(), args.games,
+                          args.seed, args.batch_games, device, progress=bar.update)
+        base_scores = [float(r.record.score) for r in base]
         for mode in args.modes:
             kind, depth = kinds[mode]
-            timing = None
-            results, seconds = base, math.nan
-            if kind != "none":
-                cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
-                timing = Timing()
-                make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
-                t0 = time.perf_counter()
-                results = play_games(
-                    game,
-                    timing.wrap(server.step),
-                    server.initial_state,
-                    make,
-                    cfg,
-                    args.games,
-                    args.seed,
-                    args.batch_games,
-                    device,
-                    timing,
-                )
-                seconds = time.perf_counter() - t0
-            s = summarize_run(mode, results, base, seconds, game.max_score)
-            scores[mode] = [r.record.score for r in results]
-            rows.append((mode, s, timing))
-            print(" | ".join(s.lines()), flush=True)
+            bar.set_description(mode)
+            if kind == "none":
+                s = summarize_run(mode, base, base, math.nan, game.max_score)
+                rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
+                continue
+            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
+            timing = Timing()
+            make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
+            t0 = time.perf_counter()
+            results = play_games(game, timing.wrap(server.step), server.initial_state, make, cfg, args.games,
+                                 args.seed, args.batch_games, device, timing, progress=bar.update)
+            s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
+            rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
+                            split_of(s, timing)))
+            tqdm.write(" | ".join(s.lines()))
+    bar.close()
     server.close()
-    sparta = next((s for m, s, _ in rows if m == "sparta"), None)
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -113,42 +130,118 @@ def main() -> None:
         f"- {args.games} games (evaluation deals of seed {args.seed}), {args.rollouts} rollouts per "
         f"searched move, {args.min_rollouts} per move before pruning, delta 0.05, SPARTA max range "
         f"{args.max_range:,}.",
-        "- Gain kept: the mode's paired gain over the blueprint / SPARTA's; speed-up: SPARTA's time / the "
-        "mode's.",
-        "",
-        "| mode | score ± s.e.m. | vs blueprint (paired) | perfect % | s / game | rollouts/s | deviate % "
-        "| fallback % | SPARTA's gain kept | speed-up over SPARTA | networks / engine / sampler / rest (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, s, t in rows:
-        if mode == "blueprint":
-            lines.append(
-                f"| blueprint | {s.score.mean:.3f} ± {s.score.sem:.3f} | — | {100 * s.score.perfect:.1f} "
-                "| — | — | — | — | — | — | — |"
-            )
+    settings = {"game": game.to_dict(), "seed": args.seed, "rollouts": args.rollouts,
+                "min_rollouts": args.min_rollouts, "max_range": args.max_range,
+                "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
+                "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
+    write(rows, lines, settings, game, args.record, args.out)
+
+
+def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, record: str | None,
+          scratch: str) -> None:
+    """The table (.md), its per-game scores and settings (.json) and the figure (.png)."""
+    out = write_result("\n".join(head + [""] + table(rows)) + "\n", "table1", record, scratch)
+    out.with_suffix(".json").write_text(json.dumps({
+        "settings": settings,
+        "scores": {r.mode: r.scores for r in rows},
+        "blueprint_scores": {r.mode: r.base for r in rows},
+        "summaries": {r.mode: r.summary for r in rows},
+        "splits": {r.mode: r.split for r in rows if r.split is not None},
+        "sources": {r.mode: r.source for r in rows if r.source},
+    }, default=str) + "\n")
+    figure([r for r in rows if r.mode != "blueprint"], game, out.with_suffix(".png"))
+
+
+def table(rows: list[Row]) -> list[str]:
+    """Markdown lines. Each mode is paired with the blueprint on its own deals; SPARTA's gain kept and the
+    speed-up over SPARTA compare a mode with SPARTA on the deals both played."""
+    sparta = next((r for r in rows if r.mode == "sparta"), None)
+    out = [
+        "Gain kept: the mode's paired gain over the blueprint / SPARTA's, on the deals both played;",
+        "speed-up: SPARTA's time per game / the mode's.",
+        "",
+        "| mode | games | score ± s.e.m. | vs blueprint (paired) | perfect % | s / game | rollouts/s "
+        "| deviate % | fallback % | SPARTA's gain kept | speed-up over SPARTA "
+        "| networks / engine / sampler / rest (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        s, sc = r.summary, r.summary["score"]
+        score = f"{sc['mean']:.3f} ± {sc['sem']:.3f}"
+        if r.mode == "blueprint":
+            out.append(f"| blueprint | {s['games']} | {score} | — | {100 * sc['perfect']:.1f} "
+                       "| — | — | — | — | — | — | — |")
             continue
+        diff, sem = r.paired()
         kept = speed = "—"
-        if sparta is not None and mode != "sparta" and sparta.paired_diff > 0:
-            kept = f"{100 * s.paired_diff / sparta.paired_diff:.0f}%"
-            speed = f"{sparta.seconds_per_game / s.seconds_per_game:.1f}x"
-        split = (
-            f"{t.networks:.0f} / {t.rollouts - t.networks:.0f} / {t.sampler:.0f} / "
-            f"{s.seconds - t.rollouts - t.sampler:.0f}"
+        if sparta is not None and r is not sparta:
+            n = min(len(r.scores), len(sparta.scores))
+            gain, _ = sparta.paired(n)
+            if gain > 0:
+                kept = f"{100 * r.paired(n)[0] / gain:.0f}%"
+            speed = f"{sparta.summary['seconds_per_game'] / s['seconds_per_game']:.1f}x"
+        split = " / ".join(f"{r.split[k]:.0f}" for k in ("networks", "engine", "sampler", "rest")) \
+            if r.split else "—"
+        out.append(
+            f"| {r.mode} | {s['games']} | {score} | {diff:+.3f} ± {sem:.3f} | {100 * sc['perfect']:.1f} "
+            f"| {s['seconds_per_game']:.2f} | {s['rollouts_per_s']:,.0f} | {s['deviation_pct']:.1f} "
+            f"| {s['fallback_pct']:.1f} | {kept} | {speed} | {split} |"
         )
-        lines.append(
-            f"| {mode} | {s.score.mean:.3f} ± {s.score.sem:.3f} | {s.paired_diff:+.3f} ± "
-            f"{s.paired_sem:.3f} | {100 * s.score.perfect:.1f} | {s.seconds_per_game:.2f} | "
-            f"{s.rollouts_per_s:,.0f} | {s.deviation_pct:.1f} | {s.fallback_pct:.1f} | {kept} | {speed} "
-            f"| {split} |"
-        )
-    out = write_result("\n".join(lines) + "\n", "table1", args.record, args.out)
-    out.with_suffix(".json").write_text(
-        json.dumps({"scores": scores, "summaries": {m: s.to_dict() for m, s, _ in rows}}, default=str) + "\n"
-    )
-    figure([(m, s) for m, s, _ in rows if m != "blueprint"], game, out.with_suffix(".png"))
+    return out
 
 
-def figure(points, game, path: Path) -> None:
+def combine(args) -> None:
+    """One table from recorded runs: each mode's row from the run that played it on the most deals, the
+    blueprint row from the longest blueprint run; runs must agree on the blueprint's score of every deal
+    they share (the same deals and blueprint) and on the settings they record."""
+    runs = []
+    for name in args.combine:
+        try:
+            runs.append((Path(name), json.loads(Path(name).read_text())))
+        except (OSError, ValueError) as e:
+            sys.exit(f"table1 --combine: cannot read {name}: {e}")
+    bp = max((d["scores"]["blueprint"] for _, d in runs if "blueprint" in d["scores"]), key=len, default=None)
+    if bp is None:
+        sys.exit("table1 --combine: no run has a blueprint row to pair with")
+    keys = ("game", "seed", "rollouts", "min_rollouts", "blueprint", "belief")
+    known = [d["settings"] for _, d in runs if "settings" in d]
+    for k in keys:
+        if len({json.dumps(s.get(k)) for s in known}) > 1:
+            sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
+    best: dict[str, Row] = {}
+    for path, d in runs:
+        base = d.get("blueprint_scores", {})
+        for mode, scores in d["scores"].items():
+            mine = base.get(mode, d["scores"].get("blueprint"))
+            if mine is None or mine != bp[: len(mine)]:
+                sys.exit(f"table1 --combine: {path.name} has other blueprint scores than the longest run: "
+                         "not the same deals or blueprint")
+            if mode not in best or len(scores) > len(best[mode].scores):
+                best[mode] = Row(mode, d["summaries"][mode], scores, mine[: len(scores)],
+                                 d.get("splits", {}).get(mode), path.name)
+    best["blueprint"] = next(Row("blueprint", d["summaries"]["blueprint"], bp, bp, None, p.name)
+                             for p, d in runs if d["scores"].get("blueprint") == bp)
+    order = MODES + sorted(m for m in best if m not in MODES)
+    rows = [best[m] for m in order if m in best]
+    first = known[0] if known else {}
+    try:  # runs recorded before settings were: the game of --blueprint
+        game = GameConfig(**first["game"]) if "game" in first else load_blueprint(args.blueprint)[0]
+    except (CheckpointError, ValueError) as e:
+        sys.exit(f"table1 --combine: {e}")
+    head = [
+        f"# Table 1 (LBS paper), combined from {len(runs)} recorded runs on the same deals",
+        "",
+        f"- Command: `python {' '.join(sys.argv)}`",
+        "- Each row: mode (games) from run; that run's .md has its machine and command.",
+        *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`" for r in rows],
+        "- Every row is paired with the blueprint on its own deals (the first N evaluation deals); rows with",
+        "  fewer games have wider errors. Times are each run's own (machine, threads, games at once).",
+    ]
+    write(rows, head, {**first, "combined": [str(p) for p, _ in runs]}, game, args.record, args.out)
+
+
+def figure(rows: list[Row], game: GameConfig, path: Path) -> None:
     """Gain over the blueprint (± s.e.) against seconds per game, one point per mode."""
     import matplotlib
 
@@ -156,14 +249,16 @@ def figure(points, game, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for mode, s in points:
-        ax.errorbar(s.seconds_per_game, s.paired_diff, yerr=s.paired_sem, fmt="o", capsize=3)
-        ax.annotate(mode, (s.seconds_per_game, s.paired_diff), textcoords="offset points", xytext=(5, 5))
+    for r in rows:
+        diff, sem = r.paired()
+        x = r.summary["seconds_per_game"]
+        ax.errorbar(x, diff, yerr=sem, fmt="o", capsize=3)
+        ax.annotate(f"{r.mode} ({len(r.scores)})", (x, diff), textcoords="offset points", xytext=(5, 5))
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("seconds per game (log)")
     ax.set_ylabel("score gain over the blueprint (paired)")
-    ax.set_title(f"Search on {game.colors} colours x {game.ranks} ranks, {game.players} players")
+    ax.set_title(f"Search on {game.colors} colours x {game.ranks} ranks, {game.players} players (games)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"figure: {path}")

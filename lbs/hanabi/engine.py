@@ -365,6 +365,20 @@ def set_hand(
     return state.replace(deck=deck, hands=hands)
 
 
+def moves_left_bound(cfg: GameConfig, state: HanabiState) -> torch.Tensor:
+    """[B] an upper bound on the moves still to come in each game (0 once over), from public counts.
+
+    While D > 0 cards are undealt, each move either plays or discards (one draw) or hints (one token).
+    The D draws take D moves, and the hints before the last draw are paid by the tokens held now plus at
+    most one returned by each of the first D - 1 draws' moves: at most 2D - 1 + tokens moves empty the
+    deck, then the game lasts exactly `turns_left` more (one per player). Reached by a team that hints
+    whenever it can and otherwise discards; search uses it to end rollouts that play to the end.
+    """
+    undealt = cfg.num_cards - state.deck_pos
+    bound = torch.where(undealt > 0, 2 * undealt - 1 + state.info_tokens + cfg.players, state.turns_left)
+    return torch.where(state.done, 0, bound)
+
+
 def card_histogram(cards: torch.Tensor, t: int) -> torch.Tensor:
     """[..., K] card ids (-1 ignored) -> [..., T] copies of each card id per row."""
     cards = cards.long()

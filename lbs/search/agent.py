@@ -164,7 +164,9 @@ class Searcher:
         base = hash_keys(pack(Stream.SEARCH, self.seed, game_ids.index_select(0, games)), step)  # [G']
         seat = torch.full((g_n,), cfg.seat, dtype=torch.long, device=dev)
         seats = torch.arange(p, device=dev)
-        n, horizon = cfg.min_rollouts, game.max_steps - step
+        # Moves after the first that finish every rollout: a rollout that plays to the end (or a depth
+        # beyond the end) stops there instead of idling to the longest possible game.
+        n, horizon = cfg.min_rollouts, int(engine.moves_left_bound(game, root).max()) - 1
         # Pad rollout batches to powers of two with graphs (a few captures serve every decision) and on
         # CUDA (cheap there, and graphs on or off then run the same shapes, hence the same kernels).
         pad = self.graphs is not None or dev.type == "cuda"

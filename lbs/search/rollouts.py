@@ -34,14 +34,15 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
 def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor, q_fn: QFunction,
                     depth: int | None, horizon: int, graphs: Graphs | None = None) -> torch.Tensor:
     """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
-    and bootstrap (depth None: `horizon` moves, enough to finish every game, and no bootstrap).
+    and bootstrap (depth None: play to the end, no bootstrap). `horizon`: moves after `first` that
+    finish every game (engine.moves_left_bound); no rollout plays more, the rest would only idle.
 
     hid: every seat's recurrent state [layers, R*P, hidden] after reading the root's observation
     (the public-LSTM state, shared by every sample). No host sync: the loop length is fixed, so with
     `graphs` its step is captured once per batch size and replayed (lbs.graphs).
     """
     after, _, _ = engine.step(game, root, first)
-    end, hid = play(game, after, q_fn, hid, horizon if depth is None else depth, graphs=graphs)
+    end, hid = play(game, after, q_fn, hid, horizon if depth is None else min(depth, horizon), graphs=graphs)
     gained = (end.score - root.score).float()
     if depth is None:
         return gained

@@ -25,7 +25,7 @@ from lbs.hanabi import (
     step,
     unseen_counts,
 )
-from lbs.hanabi.engine import check_decks
+from lbs.hanabi.engine import check_decks, moves_left_bound
 
 PARAMS = {"argvalues": list(CONFIGS.values()), "ids": list(CONFIGS.keys())}
 
@@ -323,3 +323,25 @@ def test_bombing_out_score(bomb_zero):
     else:
         assert torch.equal(final.score, fw)
     assert torch.equal(final.score[~bombed], fw[~bombed])
+
+
+# ---- how long a game can still last ------------------------------------------------------------------
+def _hint_hog(cfg: GameConfig, st: HanabiState, seeds: torch.Tensor) -> torch.Tensor:
+    """The longest game: hint whenever a token is left, otherwise discard slot 0 (never play)."""
+    legal = legal_moves(cfg, st)
+    hints = legal[:, 2 * cfg.hand_size:]
+    return torch.where(hints.any(1), 2 * cfg.hand_size + hints.long().argmax(1), 0)
+
+
+@pytest.mark.parametrize("cfg", **PARAMS)
+@pytest.mark.parametrize("policy", [random_moves, _play_heavy, _hint_hog], ids=["random", "play", "hint"])
+def test_moves_left_bound_holds_at_every_step(cfg, policy):
+    states, _, _, _ = playout(cfg, torch.arange(32), policy=policy)
+    length = states[-1].num_steps
+    assert int(length.max()) < cfg.max_steps
+    for st in states:
+        bound = moves_left_bound(cfg, st)
+        assert bool((length - st.num_steps <= bound).all())
+        assert bool((bound[st.done] == 0).all())
+    if policy is _hint_hog:  # the bound is reached: it cannot be tightened from these counts
+        assert torch.equal(length, moves_left_bound(cfg, states[0]))

@@ -104,7 +104,7 @@ def test_depth_zero_is_the_move_reward_plus_the_vdn_sum_of_blueprint_q():
 
 def test_play_to_the_end_with_the_true_hand_is_the_real_blueprint_game():
     """Once the deck is empty a reshuffle changes nothing, so LBS-inf's rollout of the blueprint move with
-    the true hand must return exactly what the real blueprint game goes on to score."""
+    the true hand, over the searcher's horizon, must return exactly what the real blueprint game scores."""
     game = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
     net = blueprint(game, 3)
     g = 32
@@ -134,8 +134,9 @@ def test_play_to_the_end_with_the_true_hand_is_the_real_blueprint_game():
                     ).squeeze(1),
                     idx,
                 )
+                horizon = int(engine.moves_left_bound(game, root).max()) - 1  # what the searcher plays
                 got = rollout_returns(
-                    game, true, tuple(x[:, rows] for x in hid_next), move[idx], net.step, None, game.max_steps
+                    game, true, tuple(x[:, rows] for x in hid_next), move[idx], net.step, None, horizon
                 )
                 assert torch.equal(got, (final.score[idx] - root.score).float())
                 checked += len(idx)
@@ -240,6 +241,26 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
             batch_games=5,
         )
         assert [r.record.moves for r in res] == [m for m, _ in runs[0]]
+
+
+@pytest.mark.parametrize("depth", [None, 40], ids=["inf", "beyond-the-end"])
+def test_ending_rollouts_at_the_bound_changes_no_decision(depth, monkeypatch):
+    """Rollouts stop after engine.moves_left_bound instead of the longest game: every rollout has ended by
+    then, so every candidate's mean, count and choice equal those of rollouts that idle to max_steps."""
+    net, model = blueprint(GAME), belief(GAME)
+    server = serve(net, model)
+    cfg = SearchConfig(depth=depth, rollouts=150, min_rollouts=10, seat=1)
+
+    def run():
+        with torch.no_grad():
+            res = play_games(GAME, server.step, server.initial_state, lambda: LearnedBelief(GAME, server, 1),
+                             cfg, games=6, seed=3)
+        return [(r.record.moves, r.decisions) for r in res]
+
+    bounded = run()
+    monkeypatch.setattr(engine, "moves_left_bound", lambda game, st: game.max_steps - st.num_steps + 1)
+    assert run() == bounded
+    assert sum(len(d) for _, d in bounded) > 0
 
 
 def test_a_sampler_with_no_valid_hand_plays_exactly_the_blueprint():

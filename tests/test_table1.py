@@ -1,0 +1,63 @@
+"""experiments/table1.py --combine: one Table 1 from runs recorded on the same deals, and a clear refusal
+for runs that are not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lbs.hanabi import GameConfig
+
+SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "table1.py"
+GAME = GameConfig(players=2, colors=2, ranks=5, hand_size=5)
+
+
+def summary(mode: str, scores: list[float], seconds: float) -> dict:
+    n = len(scores)
+    mean = sum(scores) / n
+    return {"mode": mode, "games": n, "score": {"mean": mean, "sem": 0.1, "perfect": 0.0},
+            "seconds_per_game": seconds, "rollouts_per_s": 100.0, "deviation_pct": 40.0, "fallback_pct": 0.0}
+
+
+def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], rollouts: int = 400) -> Path:
+    settings = {"game": GAME.to_dict(), "seed": 0, "rollouts": rollouts, "min_rollouts": 20,
+                "blueprint": "bp.pt", "belief": "belief.pt"}
+    scores = {"blueprint": blueprint, **modes}
+    summaries = {m: summary(m, s, 0.0 if m == "blueprint" else 2.0 + len(m)) for m, s in scores.items()}
+    path.write_text(json.dumps({"settings": settings, "scores": scores, "summaries": summaries}))
+    return path
+
+
+def combine(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPT), "--combine", *map(str, files), "--out", str(tmp_path)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_shared_ones(tmp_path):
+    bp = [5.0, 6.0, 7.0, 4.0, 5.0, 6.0]
+    a = run_json(tmp_path / "a.json", bp[:4], {"sparta": [7.0, 8.0, 8.0, 6.0], "lbs-8": [5.0, 6.0, 7.0, 4.0]})
+    b = run_json(tmp_path / "b.json", bp, {"lbs-8": [6.0, 7.0, 8.0, 5.0, 6.0, 7.0]})
+    res = combine(tmp_path, a, b)
+    assert res.returncode == 0, res.stderr
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in res.stdout.splitlines()
+            if line.startswith("| ") and "---" not in line and "mode" not in line}
+    assert rows["blueprint"][1] == "6"  # the longest blueprint run
+    assert rows["lbs-8"][1] == "6" and rows["lbs-8"][3] == "+1.000 ± 0.000"  # the run with the most games
+    assert rows["sparta"][3] == "+1.750 ± 0.250"
+    # gain kept on the 4 deals both played: lbs-8 gains 1.0 there, SPARTA 1.75
+    assert rows["lbs-8"][9] == "57%"
+    data = json.loads(next(tmp_path.glob("table1_*.json")).read_text())
+    assert data["sources"]["lbs-8"] == "b.json" and data["sources"]["sparta"] == "a.json"
+    assert next(tmp_path.glob("table1_*.png")).stat().st_size > 0
+
+
+def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
+    a = run_json(tmp_path / "a.json", [5.0, 6.0], {"lbs-1": [5.0, 7.0]})
+    b = run_json(tmp_path / "b.json", [5.0, 9.0, 1.0], {"lbs-8": [6.0, 7.0, 2.0]})
+    res = combine(tmp_path, a, b)
+    assert res.returncode != 0 and "not the same deals" in res.stderr and "Traceback" not in res.stderr
+    c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, rollouts=1000)
+    res = combine(tmp_path, a, c)
+    assert res.returncode != 0 and "differ in rollouts" in res.stderr and "Traceback" not in res.stderr
