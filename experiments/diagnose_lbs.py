@@ -3,6 +3,12 @@
 
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
     python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
+    python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
+
+--plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
+compares how often the card turns out playable with the probability the learned belief (the share of its
+samples) and the counting prior (unseen copies allowed by the hints) give the played slot being playable.
+A belief that rates the blueprint's plays lower than they succeed makes search replace plays by discards.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ from pathlib import Path
 
 import torch
 
+from lbs.acting import env_moves, greedy, observe
+from lbs.hanabi import engine, public_features
+from lbs.hanabi.rng import hash_keys
 from lbs.models import load_belief, load_blueprint
 from lbs.search.agent import SearchConfig, parse_mode, play_games, sampler_factory
 from lbs.search.report import summarize_run
-from lbs.search.samplers import TrueHand, serve
+from lbs.search.samplers import LearnedBelief, TrueHand, serve
+from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,11 +42,16 @@ def main() -> None:
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--plays", action="store_true", help="rate the blueprint's plays; no search")
+    ap.add_argument("--samples", type=int, default=128, help="belief samples per play (--plays)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint)
     _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game)
     server = serve(net, model)
+    if args.plays:
+        with torch.no_grad():
+            return rate_plays(game, server, args.games, args.samples)
     _, depth = parse_mode(args.mode)
     cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
     make = (
@@ -52,6 +67,56 @@ def main() -> None:
     print(f"{args.mode}, sampler {args.sampler}, delta {args.delta}:")
     for line in summarize_run(args.mode, res, base, seconds, game.max_score).lines():
         print(line)
+
+
+def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
+    """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
+    the learned belief and the counting prior make it (the played slot holding a playable card)?"""
+    h, p = game.hand_size, game.players
+    state = engine.reset(game, game_seeds(Stream.EVAL, 0, games))
+    hid = server.initial_state(games * p)
+    belief = LearnedBelief(game, server, seat)
+    belief.reset(state)
+    cards = torch.arange(game.card_types)
+    colour, rank = cards // game.ranks, cards % game.ranks
+    scored, p_belief, p_count = [], [], []
+    for t in range(game.max_steps):
+        if bool(state.done.all()):
+            break
+        obs, legal = observe(game, state)
+        priv = obs.reshape(games * p, -1).float()
+        q, hid = server.step(priv, public_features(game, priv), legal.reshape(games * p, -1), hid)
+        move = env_moves(game, state, greedy(q, legal.reshape(games * p, -1)).reshape(games, p))
+        plays = (state.cur_player == seat) & ~state.done & (move >= h) & (move < 2 * h)
+        if bool(plays.any()):
+            idx = plays.nonzero().squeeze(1)
+            slot = move.index_select(0, idx) - h
+            playable = state.fireworks.index_select(0, idx)[:, colour] == rank  # [G', T]
+            true = state.hands[idx, seat, slot]
+            scored.append(playable.gather(1, true[:, None]).squeeze(1))
+            s = belief.sample(k, hash_keys(idx, t), idx)
+            drawn = s.hands[torch.arange(len(idx)), :, slot]  # [G', k]
+            ok = playable.gather(1, drawn.clamp(min=0)) & s.valid
+            p_belief.append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
+            unseen = engine.unseen_counts(game, state.index(idx), torch.full_like(idx, seat))
+            allowed = (state.color_plausible[idx, seat, slot][:, colour]
+                       & state.rank_plausible[idx, seat, slot][:, rank])
+            weight = unseen.clamp(min=0) * allowed
+            p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
+        new, _, _ = engine.step(game, state, move)
+        belief.update(state, move, new)
+        state = new
+    scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
+    print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
+          f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples), counting prior "
+          f"{100 * pc.mean():.1f}%")
+    print("| P(playable) under the learned belief | plays | scored % | counting prior's mean P % |")
+    print("|---|---|---|---|")
+    for lo in (0.0, 0.2, 0.4, 0.6, 0.8):
+        sel = (pb >= lo) & ((pb < lo + 0.2) | (lo == 0.8))
+        if bool(sel.any()):
+            print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
+                  f"| {100 * pc[sel].mean():.1f} |")
 
 
 if __name__ == "__main__":
