@@ -263,6 +263,28 @@ def test_ending_rollouts_at_the_bound_changes_no_decision(depth, monkeypatch):
     assert sum(len(d) for _, d in bounded) > 0
 
 
+def test_the_searcher_reads_the_belief_as_it_was_trained_and_scored():
+    """LearnedBelief's context at every turn equals the belief's encoding of the seat's whole observation
+    stream up to that turn, which is what training and evaluation read (one encoder step per move)."""
+    net, model = blueprint(GAME), belief(GAME)
+    server = serve(net, model)
+    g, seat = 8, 1
+    state = engine.reset(GAME, game_seeds(Stream.EVAL, 4, g))
+    sampler = LearnedBelief(GAME, server, seat)
+    obs, contexts = [], []
+    with torch.no_grad():
+        sampler.reset(state)
+
+        def follow(turn):
+            obs.append(turn.obs[:, seat].float())
+            contexts.append(sampler.context)
+            sampler.update(turn.state, turn.move, turn.next_state)
+
+        play(GAME, state, net.step, net.initial_state(g * GAME.players), GAME.max_steps, hook=follow)
+        whole, _ = model.encode(torch.stack(obs, 1))
+    assert torch.allclose(torch.stack(contexts, 1), whole, atol=1e-5)
+
+
 def test_a_sampler_with_no_valid_hand_plays_exactly_the_blueprint():
     net = blueprint(GAME)
     with torch.no_grad():
