@@ -30,18 +30,14 @@ class Graphs:
         self.captures = 0
         """graphs captured so far (a count that keeps growing means a key that keeps changing)"""
 
-    @property
-    def captured(self) -> bool:
-        """True where steps are really captured (CUDA); elsewhere they run eagerly."""
-        return self.device.type == "cuda"
-
     def get(self, key: Hashable, build: Callable[[], tuple[object, Step]]) -> tuple[object, Step]:
         """(buffers, replay) for key; build() -> (buffers, step) runs once per key. Warm-up and capture
         run the step on the buffers' current contents, so build() must leave valid inputs in them; the
         caller loads its real inputs into the buffers after get()."""
         if key not in self._steps:
             buffers, step = build()
-            self._steps[key] = (buffers, self._capture(step) if self.captured else step)
+            # captured on CUDA; elsewhere the step runs eagerly on the same buffers
+            self._steps[key] = (buffers, self._capture(step) if self.device.type == "cuda" else step)
             self.captures += 1
         return self._steps[key]
 
