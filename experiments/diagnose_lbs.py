@@ -4,6 +4,7 @@
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
     python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
     python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
+    python experiments/diagnose_lbs.py --deviations experiments/results/lbs16_10k_full_2p_2026-11-22.json
 
 --plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
 compares how often the card turns out playable with the probability the learned belief (the share of its
@@ -14,13 +15,16 @@ A belief that rates the blueprint's plays lower than they succeed makes search r
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
 
-from lbs.acting import env_moves, greedy, observe
-from lbs.hanabi import engine, public_features
+from lbs.acting import Turn, play
+from lbs.hanabi import PLAY, engine
+from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
 from lbs.models import load_belief, load_blueprint
 from lbs.search.agent import SearchConfig, parse_mode, play_games, sampler_factory
@@ -44,7 +48,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--plays", action="store_true", help="rate the blueprint's plays; no search")
     ap.add_argument("--samples", type=int, default=128, help="belief samples per play (--plays)")
+    ap.add_argument("--deviations", metavar="JSON", help="count a search/run.py result's deviations by kind")
     args = ap.parse_args()
+    if args.deviations:
+        return count_deviations(args.deviations)
     torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint)
     _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game)
@@ -72,40 +79,31 @@ def main() -> None:
 def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
     the learned belief and the counting prior make it (the played slot holding a playable card)?"""
-    h, p = game.hand_size, game.players
+    tb = engine.tables(game, torch.device("cpu"))
     state = engine.reset(game, game_seeds(Stream.EVAL, 0, games))
-    hid = server.initial_state(games * p)
     belief = LearnedBelief(game, server, seat)
     belief.reset(state)
-    cards = torch.arange(game.card_types)
-    colour, rank = cards // game.ranks, cards % game.ranks
     scored, p_belief, p_count = [], [], []
-    for t in range(game.max_steps):
-        if bool(state.done.all()):
-            break
-        obs, legal = observe(game, state)
-        priv = obs.reshape(games * p, -1).float()
-        q, hid = server.step(priv, public_features(game, priv), legal.reshape(games * p, -1), hid)
-        move = env_moves(game, state, greedy(q, legal.reshape(games * p, -1)).reshape(games, p))
-        plays = (state.cur_player == seat) & ~state.done & (move >= h) & (move < 2 * h)
+
+    def rate(turn: Turn) -> None:  # the belief reads the state before the move, then follows it
+        st, move = turn.state, turn.move
+        plays = (st.cur_player == seat) & ~st.done & (tb.move_type[move] == PLAY)
         if bool(plays.any()):
             idx = plays.nonzero().squeeze(1)
-            slot = move.index_select(0, idx) - h
-            playable = state.fireworks.index_select(0, idx)[:, colour] == rank  # [G', T]
-            true = state.hands[idx, seat, slot]
+            slot = tb.move_info[move.index_select(0, idx), 1]
+            playable = st.fireworks.index_select(0, idx)[:, tb.card_color] == tb.card_rank  # [G', T]
+            true = st.hands[idx, seat, slot]
             scored.append(playable.gather(1, true[:, None]).squeeze(1))
-            s = belief.sample(k, hash_keys(idx, t), idx)
+            s = belief.sample(k, hash_keys(idx, turn.t), idx)
             drawn = s.hands[torch.arange(len(idx)), :, slot]  # [G', k]
             ok = playable.gather(1, drawn.clamp(min=0)) & s.valid
             p_belief.append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
-            unseen = engine.unseen_counts(game, state.index(idx), torch.full_like(idx, seat))
-            allowed = (state.color_plausible[idx, seat, slot][:, colour]
-                       & state.rank_plausible[idx, seat, slot][:, rank])
-            weight = unseen.clamp(min=0) * allowed
+            unseen, allowed = own_hand_facts(game, turn.obs[idx, seat])  # [G', T], [G', H, T]
+            weight = unseen.clamp(min=0) * allowed[torch.arange(len(idx)), slot]
             p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
-        new, _, _ = engine.step(game, state, move)
-        belief.update(state, move, new)
-        state = new
+        belief.update(st, move, turn.next_state)
+
+    play(game, state, server.step, server.initial_state(games * game.players), game.max_steps, hook=rate)
     scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
           f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples), counting prior "
@@ -118,6 +116,18 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
             print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
                   f"| {100 * pc[sel].mean():.1f} |")
 
+
+def count_deviations(path: str) -> None:
+    """In a search/run.py result, how often each kind of blueprint move was replaced by each kind."""
+    kinds: Counter[tuple[str, str]] = Counter()
+    for g in json.loads(Path(path).read_text())["games"]:
+        for d in g["decisions"]:
+            if d["deviated"]:
+                name = {v["id"]: n.strip("(").split()[0] for n, v in d["candidates"].items()}
+                kinds[name[d["blueprint"]], name[d["move"]]] += 1
+    print(f"{sum(kinds.values())} deviations in {path}:")
+    for (bp, chosen), n in kinds.most_common():
+        print(f"  blueprint {bp} -> search {chosen}: {n}")
 
 if __name__ == "__main__":
     main()

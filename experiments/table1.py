@@ -30,7 +30,7 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi import GameConfig
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
-from lbs.search.report import summarize_run
+from lbs.search.report import paired_difference, summarize_run
 from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -53,10 +53,7 @@ class Row:
 
     def paired(self, games: int | None = None) -> tuple[float, float]:
         """Mean of (mode - blueprint) over the first `games` deals (all by default) ± its standard error."""
-        d = torch.tensor(self.scores[:games], dtype=torch.float64) - torch.tensor(self.base[:games],
-                                                                                   dtype=torch.float64)
-        n = d.numel()
-        return float(d.mean()), float(d.std() / math.sqrt(n)) if n > 1 else 0.0
+        return paired_difference(torch.tensor(self.scores[:games]), torch.tensor(self.base[:games]))
 
 
 def split_of(summary, timing: Timing) -> dict:
@@ -214,7 +211,9 @@ def combine(args) -> None:
         base = d.get("blueprint_scores", {})
         for mode, scores in d["scores"].items():
             mine = base.get(mode, d["scores"].get("blueprint"))
-            if mine is None or mine != bp[: len(mine)]:
+            if mine is None:
+                sys.exit(f"table1 --combine: {path.name} has no blueprint row to pair {mode} with")
+            if mine != bp[: len(mine)]:
                 sys.exit(f"table1 --combine: {path.name} has other blueprint scores than the longest run: "
                          "not the same deals or blueprint")
             if mode not in best or len(scores) > len(best[mode].scores):
@@ -226,7 +225,7 @@ def combine(args) -> None:
     rows = [best[m] for m in order if m in best]
     first = known[0] if known else {}
     try:  # runs recorded before settings were: the game of --blueprint
-        game = GameConfig(**first["game"]) if "game" in first else load_blueprint(args.blueprint)[0]
+        game = GameConfig.from_dict(first["game"]) if "game" in first else load_blueprint(args.blueprint)[0]
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1 --combine: {e}")
     head = [
@@ -238,7 +237,8 @@ def combine(args) -> None:
         "- Every row is paired with the blueprint on its own deals (the first N evaluation deals); rows with",
         "  fewer games have wider errors. Times are each run's own (machine, threads, games at once).",
     ]
-    write(rows, head, {**first, "combined": [str(p) for p, _ in runs]}, game, args.record, args.out)
+    settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
+    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, args.record, args.out)
 
 
 def figure(rows: list[Row], game: GameConfig, path: Path) -> None:

@@ -63,6 +63,13 @@ def _scores(results: list[GameResult]) -> torch.Tensor:
     return torch.tensor([float(r.record.score) for r in results], dtype=torch.float64)
 
 
+def paired_difference(search: torch.Tensor, base: torch.Tensor) -> tuple[float, float]:
+    """Mean of (search - base) over the same deals [N] ± its standard error (0 with one deal)."""
+    d = search.double() - base.double()
+    n = d.numel()
+    return float(d.mean()), float(d.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
+
+
 def evaluation(results: list[GameResult], game_max: int) -> EvalResult:
     s = _scores(results)
     return summarize(
@@ -80,11 +87,8 @@ def summarize_run(
     n = len(results)
     searched = sum(r.searched for r in results)
     rollouts = sum(r.rollouts for r in results)
-    diff, sem = math.nan, math.nan
-    if blueprint is not None:
-        d = _scores(results) - _scores(blueprint)
-        diff = float(d.mean())
-        sem = float(d.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
+    pair = blueprint is not None
+    diff, sem = paired_difference(_scores(results), _scores(blueprint)) if pair else (math.nan, math.nan)
     return SearchSummary(
         mode=mode,
         games=n,

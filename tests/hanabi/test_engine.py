@@ -10,6 +10,7 @@ import torch
 from conftest import CONFIGS
 
 from lbs.hanabi import (
+    REVEAL_COLOR,
     BatchedHanabi,
     GameConfig,
     HanabiState,
@@ -25,7 +26,7 @@ from lbs.hanabi import (
     step,
     unseen_counts,
 )
-from lbs.hanabi.engine import check_decks, moves_left_bound
+from lbs.hanabi.engine import check_decks, moves_left_bound, tables
 
 PARAMS = {"argvalues": list(CONFIGS.values()), "ids": list(CONFIGS.keys())}
 
@@ -328,9 +329,8 @@ def test_bombing_out_score(bomb_zero):
 # ---- how long a game can still last ------------------------------------------------------------------
 def _hint_hog(cfg: GameConfig, st: HanabiState, seeds: torch.Tensor) -> torch.Tensor:
     """The longest game: hint whenever a token is left, otherwise discard slot 0 (never play)."""
-    legal = legal_moves(cfg, st)
-    hints = legal[:, 2 * cfg.hand_size:]
-    return torch.where(hints.any(1), 2 * cfg.hand_size + hints.long().argmax(1), 0)
+    hints = legal_moves(cfg, st) & (tables(cfg, st.device).move_type >= REVEAL_COLOR)
+    return torch.where(hints.any(1), hints.long().argmax(1), 0)  # move 0: discard slot 0
 
 
 @pytest.mark.parametrize("cfg", **PARAMS)
