@@ -56,8 +56,11 @@ class Row:
         return paired_difference(torch.tensor(self.scores[:games]), torch.tensor(self.base[:games]))
 
 
-def split_of(summary, timing: Timing) -> dict:
-    """Where a run's seconds went: blueprint passes, the rest of the rollouts, the sampler, the rest."""
+def split_of(summary, timing: Timing, graphs: bool) -> dict | None:
+    """Where a run's seconds went: blueprint passes, the rest of the rollouts, the sampler, the rest. None
+    with CUDA graphs: a replayed step cannot be split into networks and engine."""
+    if graphs:
+        return None
     return {"networks": timing.networks, "engine": timing.rollouts - timing.networks,
             "sampler": timing.sampler, "rest": summary.seconds - timing.rollouts - timing.sampler}
 
@@ -75,6 +78,7 @@ def main() -> None:
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
@@ -107,15 +111,17 @@ def main() -> None:
                 s = summarize_run(mode, base, base, math.nan, game.max_score)
                 rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
                 continue
-            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts)
+            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
+                               cuda_graphs=args.cuda_graphs)
             timing = Timing()
             make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
             t0 = time.perf_counter()
-            results = play_games(game, timing.wrap(server.step), server.initial_state, make, cfg, args.games,
+            q = server.step if args.cuda_graphs else timing.wrap(server.step)  # no clock inside a capture
+            results = play_games(game, q, server.initial_state, make, cfg, args.games,
                                  args.seed, args.batch_games, device, timing, progress=bar.update)
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
-                            split_of(s, timing)))
+                            split_of(s, timing, args.cuda_graphs)))
             tqdm.write(" | ".join(s.lines()))
     bar.close()
     server.close()
