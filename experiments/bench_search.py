@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
+    ap.add_argument("--max-rows", type=int, nargs="+", default=[SearchConfig.max_rows],
+                    help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
     args = ap.parse_args()
     try:
         for mode in args.modes:
@@ -79,9 +81,10 @@ def main() -> None:
     with torch.no_grad():
         for mode in args.modes:
             kind, depth = parse_mode(mode)
-            for bg, groups, graphs in product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs]):
+            grid = product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs], args.max_rows)
+            for bg, groups, graphs, max_rows in grid:
                 cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
-                                   cuda_graphs=graphs)
+                                   cuda_graphs=graphs, max_rows=max_rows)
                 server = servers[groups > 1]
                 timing = Timing()
                 make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
@@ -111,6 +114,7 @@ def main() -> None:
                         bg,
                         groups,
                         graphs,
+                        max_rows,
                         sec / args.games,
                         sec / max(searched, 1),
                         rollouts / sec,
@@ -121,7 +125,8 @@ def main() -> None:
                 if kind == "range":
                     ranges.append((mode, bg, groups, graphs, searched, timing if groups == 1 else None, made))
                 print(
-                    f"{mode} batch {bg} groups {groups} graphs {graphs}: {sec / args.games:.2f} s/game, "
+                    f"{mode} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
+                    f"{sec / args.games:.2f} s/game, "
                     f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
                     flush=True,
                 )
@@ -140,18 +145,20 @@ def main() -> None:
         "",
         "- With CUDA graphs a rollout step is one replay, so the networks' share is not separable (—).",
         "",
-        "| mode | games at once | groups | CUDA graphs | s / game | s / searched move | rollouts / s "
-        "| at 10K: s / game | paper s / game | networks / rollout engine / sampler / rest (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | games at once | groups | CUDA graphs | max rows | s / game | s / searched move "
+        "| rollouts / s | at 10K: s / game | paper s / game "
+        "| networks / rollout engine / sampler / rest (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, groups, graphs, spg, spm, rps, t, sec in rows:
+    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec in rows:
         paper = PAPER_S_PER_GAME.get(mode)
         split = "— (threads)"
         if t is not None:
             nets = f"— / {t.rollouts:.1f}" if graphs else f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}"
             split = f"{nets} / {t.sampler:.1f} / {sec - t.rollouts - t.sampler:.1f}"
         lines.append(
-            f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {spg:.2f} | {spm:.3f} | {rps:,.0f} "
+            f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {max_rows:,} | {spg:.2f} "
+            f"| {spm:.3f} | {rps:,.0f} "
             f"| {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )

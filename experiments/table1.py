@@ -79,6 +79,8 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
+    ap.add_argument("--max-rows", type=int, default=SearchConfig.max_rows,
+                    help="rollouts per engine batch (a memory cap; results do not depend on it)")
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
@@ -112,7 +114,7 @@ def main() -> None:
                 rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
                 continue
             cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
-                               cuda_graphs=args.cuda_graphs)
+                               cuda_graphs=args.cuda_graphs, max_rows=args.max_rows)
             timing = Timing()
             make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
             t0 = time.perf_counter()

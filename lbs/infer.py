@@ -41,8 +41,9 @@ class ServerConfig:
     coalesce: bool = True
     """run a background worker that merges concurrent calls; False: every call runs in its caller's thread"""
     precision: str = "fp32"
-    """fp32; tf32 (CUDA matmuls in TF32: torch's process-wide flags, set only while this server runs a
-    forward pass and restored after, so fp32 means fp32 everywhere else); bf16 (autocast, results in fp32)"""
+    """fp32 (on CUDA cuDNN's TF32 default is turned off for the server's passes, so the LSTM is fp32 too);
+    tf32 (CUDA matmuls and cuDNN in TF32); bf16 (autocast, results in fp32). Torch's process-wide TF32 flags
+    are set only while this server runs a forward pass and restored after"""
     poll_s: float = 1.0
     """how often a waiting caller checks that the worker is still alive"""
 
@@ -229,8 +230,10 @@ class InferenceServer:
 
     # ---- generic calls ---------------------------------------------------------------------------
     def call(self, name: str, method: str, *args, **kwargs):
-        """module.method(*args, **kwargs), merged with concurrent calls when a worker runs."""
-        if self._worker is None:
+        """module.method(*args, **kwargs), merged with concurrent calls when a worker runs. A call made
+        while this thread captures a CUDA graph runs here: the capture must record its kernels (queued to
+        the worker they would run once, outside the graph, and every replay would reuse stale outputs)."""
+        if self._worker is None or _capturing(self.device):
             return self.run_direct(name, method, *args, **kwargs)
         return self._wait(self.submit(name, method, *args, **kwargs))
 
@@ -305,13 +308,16 @@ class InferenceServer:
             i = slot.current
             slot.readers[i] += 1
             loaded = slot.loaded[i]
-        if loaded is not None:  # CUDA: this stream's reads come after the load of these weights
+        # CUDA: this stream's reads come after the load of these weights. Not inside a capture: the graph's
+        # copy is pinned and was loaded before it (a capture may not wait on work outside it)
+        if loaded is not None and not _capturing(self.device):
             torch.cuda.current_stream(self.device).wait_event(loaded)
         return slot, i
 
     def _release(self, slot: _Slot, i: int) -> None:
         done = None
-        if self.device.type == "cuda":  # mark where this stream's reads of copy i end
+        if self.device.type == "cuda" and not _capturing(self.device):  # where this stream's reads of i end
+            # (a replay's reads end before the pin that held its copy is released, which marks them)
             stream = torch.cuda.current_stream(self.device)
             done = torch.cuda.Event()
             done.record(stream)
@@ -334,8 +340,9 @@ class InferenceServer:
             fn = module if method == "forward" else getattr(module, method)
             bf16 = self.cfg.precision == "bf16"
             amp = torch.autocast(self.device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-            tf32 = self.cfg.precision == "tf32" and self.device.type == "cuda"
-            with torch.no_grad(), amp, (tf32_matmuls() if tf32 else contextlib.nullcontext()):
+            cuda = self.device.type == "cuda"
+            flags = tf32_matmuls(self.cfg.precision == "tf32") if cuda else contextlib.nullcontext()
+            with torch.no_grad(), amp, flags:
                 out = fn(*args, **kwargs)
             return _to_float32(out) if bf16 else out
         finally:
@@ -409,15 +416,21 @@ class InferenceServer:
 
 
 @contextlib.contextmanager
-def tf32_matmuls():
-    """TF32 CUDA matmuls and convolutions for the duration of the block; the previous flags come back
-    after it (torch's flags are process-wide, so a server must not leave them set)."""
+def tf32_matmuls(on: bool = True):
+    """CUDA matmuls and cuDNN (the LSTM) in TF32 or not for the duration of the block; the previous flags
+    come back after it (torch's flags are process-wide, so a server must not leave them set; cuDNN's
+    default is TF32, which an fp32 server turns off)."""
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
     try:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def _capturing(device: torch.device) -> bool:
+    """Whether this thread's current CUDA stream is capturing a graph (no sync: a host-side query)."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 # ---- batching helpers ----------------------------------------------------------------------------

@@ -39,7 +39,10 @@ def _round(server: InferenceServer, seeds: torch.Tensor, episode: int, graphs: G
 
 
 def _same(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert a.keys() == b.keys()
+    differ = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not differ, f"differ: {differ}"  # which fields, when it fails
+    return True
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -50,7 +53,7 @@ def test_captured_actor_rounds_equal_eager_rounds_across_weight_updates(device):
         seeds = seeds.to(device)
         eager_ep, eager_stats = _round(server, seeds, episode, None)
         ep, stats = _round(server, seeds, episode, graphs)
-        assert _same(ep, eager_ep) and _same(stats, eager_stats)
+        assert _same(ep, eager_ep) and _same(stats, eager_stats), f"episode {episode}"
         assert ep["mask"].sum() > 20  # real games were recorded
         server.update_weights(net(episode + 1).state_dict())  # the next round reads the other copy
     # one capture per copy of the weights, reused by later rounds of the same shape

@@ -498,5 +498,9 @@ def test_tf32_never_leaks_out_of_the_server():
         with tf32_matmuls():
             assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = True  # torch's default: an fp32 server's passes turn it off
+        with tf32_matmuls(False):
+            assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -77,6 +77,32 @@ def mlp(d_in: int, hidden: int, layers: int) -> nn.Sequential:
     return nn.Sequential(*mods)
 
 
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
+    """lstm(x, hid) for batch-first x [B, T, D]. One step on CUDA runs as explicit cells (lstm_cells):
+    for a single step of a wide batch cuDNN picks a persistent kernel ~100x slower than the two matmuls
+    per layer it replaces (4.6 ms per layer at 16,384 rows x 128 on an H100, 90% of a search rollout;
+    experiments/results/bench_search_2026-11-22_h100.md). CPU keeps the fused oneDNN layer."""
+    if x.shape[1] == 1 and x.is_cuda:
+        return lstm_cells(lstm, x, hid)
+    return lstm(x, tuple(hid))
+
+
+def lstm_cells(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
+    """One step of a batch-first nn.LSTM ([B, 1, D] -> [B, 1, H], (h, c) [layers, B, H]) as matmuls."""
+    h0, c0 = hid
+    inp, hs, cs = x[:, 0], [], []
+    for k in range(lstm.num_layers):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{k}"), getattr(lstm, f"weight_hh_l{k}")
+        b_ih, b_hh = getattr(lstm, f"bias_ih_l{k}"), getattr(lstm, f"bias_hh_l{k}")
+        gates = nn.functional.linear(inp, w_ih, b_ih) + nn.functional.linear(h0[k], w_hh, b_hh)
+        i, f, g, o = gates.chunk(4, dim=-1)  # torch's gate order
+        c = torch.sigmoid(f) * c0[k] + torch.sigmoid(i) * torch.tanh(g)
+        inp = torch.sigmoid(o) * torch.tanh(c)
+        hs.append(inp)
+        cs.append(c)
+    return inp[:, None], (torch.stack(hs), torch.stack(cs))
+
+
 class QHead(nn.Module):
     """Dueling (or plain) head: features [..., hidden] -> Q [..., A]."""
 
@@ -183,7 +209,9 @@ class QNet(nn.Module):
             raise ValueError(f"publ must be [B, T, {self.game.public_dim}] or [B, {self.game.public_dim}], "
                              f"got {tuple(publ.shape)}")
         one = publ.dim() == 2
-        return (publ[:, None] if one else publ).to(self.dtype), one
+        # contiguous: public features are a strided view of the observation, and a Linear over a strided
+        # [B, T, D] input runs as B batched vector products that each re-read the whole weight
+        return (publ[:, None] if one else publ).to(self.dtype).contiguous(), one
 
 
 class PublicLSTMQNet(QNet):
@@ -202,7 +230,7 @@ class PublicLSTMQNet(QNet):
 
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         x, one = self._public_in(publ)
-        out, (h, c) = self.lstm(self.publ_net(x), tuple(hid))
+        out, (h, c) = run_lstm(self.lstm, self.publ_net(x), hid)
         return (out[:, 0] if one else out), HiddenState(h, c)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
@@ -222,7 +250,7 @@ class LSTMQNet(QNet):
         self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        out, (h, c) = self.lstm(self.priv_net(priv), tuple(hid))
+        out, (h, c) = run_lstm(self.lstm, self.priv_net(priv), hid)
         return out, HiddenState(h, c)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import CONFIGS, FULL_GAMES, random_rollout
+from conftest import CONFIGS, DEVICES, FULL_GAMES, random_rollout
 
 from lbs.acting import greedy
 from lbs.hanabi import GameConfig, public_features
+from lbs.infer import tf32_matmuls
 from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
-from lbs.models.qnet import KINDS, QHead
+from lbs.models.qnet import KINDS, QHead, lstm_cells
 
 SMALL = dict(hidden=32, lstm_layers=2, mlp_layers=2)
 
@@ -105,13 +106,15 @@ def test_dueling_mean_over_legal(dueling: bool) -> None:
     torch.testing.assert_close(diff, diff[:, :1].expand_as(diff))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_sequence_equals_stepping(kind: str) -> None:
+def test_sequence_equals_stepping(kind: str, device: str) -> None:
+    """On CUDA a single step runs as explicit LSTM cells and a sequence through cuDNN: the same function."""
     game = CONFIGS["p3"]
-    net = small_net(game, kind)
-    priv, publ, legal = sequences(game, 2, 6)
+    net = small_net(game, kind).to(device)
+    priv, publ, legal = (x.to(device) for x in sequences(game, 2, 6))
     hid0 = net.initial_state(priv.shape[0])
-    with torch.no_grad():
+    with torch.no_grad(), tf32_matmuls(False):
         q_seq, hid_seq = net(priv, publ, legal, hid0)
         hid, qs = hid0, []
         for t in range(priv.shape[1]):
@@ -124,6 +127,19 @@ def test_sequence_equals_stepping(kind: str) -> None:
     torch.testing.assert_close(hid, hid_seq, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(torch.cat([q_a, q_b], 1), q_seq, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(hid_b, hid_seq, rtol=1e-5, atol=1e-5)
+
+
+def test_lstm_cells_equal_torch_lstm() -> None:
+    """The explicit one-step cells (what CUDA runs for a step) compute nn.LSTM's step exactly."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(12, 16, num_layers=3, batch_first=True)
+    x, hid = torch.randn(9, 1, 12), (torch.randn(3, 9, 16), torch.randn(3, 9, 16))
+    with torch.no_grad():
+        out, (h, c) = lstm_cells(lstm, x, hid)
+        ref, (h_ref, c_ref) = lstm(x, hid)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(h, h_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(c, c_ref, rtol=1e-5, atol=1e-6)
 
 
 def _perturb_hands(game: GameConfig, priv: torch.Tensor, seed: int) -> torch.Tensor:
