@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class Row:
     base: list[float]
     split: dict | None = None  # seconds in networks / engine / sampler / rest, when recorded
     source: str = ""  # the recorded run it comes from (--combine)
+    machine: str = ""  # where it ran: a speed-up over SPARTA compares runs on one machine only
 
     def paired(self, games: int | None = None) -> tuple[float, float]:
         """Mean of (mode - blueprint) over the first `games` deals (all by default) ± its standard error."""
@@ -123,7 +125,7 @@ def main() -> None:
                                  args.seed, args.batch_games, device, timing, progress=bar.update)
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
-                            split_of(s, timing, args.cuda_graphs)))
+                            split_of(s, timing, args.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
     bar.close()
     server.close()
@@ -158,13 +160,22 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, re
     figure([r for r in rows if r.mode != "blueprint"], game, out.with_suffix(".png"))
 
 
+def same_machine(a: str, b: str) -> bool:
+    """Whether two runs' machine lines (common.machine) name one machine, whatever its load and threads
+    (runs recorded before they kept the line have none: unknown, not the same)."""
+    def key(m: str) -> str:
+        return re.sub(r"load average [\d.]+|\d+ torch threads", "", m)
+
+    return bool(a) and bool(b) and key(a) == key(b)
+
+
 def table(rows: list[Row]) -> list[str]:
     """Markdown lines. Each mode is paired with the blueprint on its own deals; SPARTA's gain kept and the
     speed-up over SPARTA compare a mode with SPARTA on the deals both played."""
     sparta = next((r for r in rows if r.mode == "sparta"), None)
     out = [
         "Gain kept: the mode's paired gain over the blueprint / SPARTA's, on the deals both played;",
-        "speed-up: SPARTA's time per game / the mode's.",
+        "speed-up: SPARTA's time per game / the mode's (runs on one machine only).",
         "",
         "| mode | games | score ± s.e.m. | vs blueprint (paired) | perfect % | s / game | rollouts/s "
         "| deviate % | fallback % | SPARTA's gain kept | speed-up over SPARTA "
@@ -185,7 +196,8 @@ def table(rows: list[Row]) -> list[str]:
             gain, _ = sparta.paired(n)
             if gain > 0:
                 kept = f"{100 * r.paired(n)[0] / gain:.0f}%"
-            speed = f"{sparta.summary['seconds_per_game'] / s['seconds_per_game']:.1f}x"
+            if same_machine(r.machine, sparta.machine):  # else "—": times from two machines
+                speed = f"{sparta.summary['seconds_per_game'] / s['seconds_per_game']:.1f}x"
         split = " / ".join(f"{r.split[k]:.0f}" for k in ("networks", "engine", "sampler", "rest")) \
             if r.split else "—"
         out.append(
@@ -225,8 +237,9 @@ def combine(args) -> None:
                 sys.exit(f"table1 --combine: {path.name} has other blueprint scores than the longest run: "
                          "not the same deals or blueprint")
             if mode not in best or len(scores) > len(best[mode].scores):
+                where = d.get("settings", {}).get("machine", "")
                 best[mode] = Row(mode, d["summaries"][mode], scores, mine[: len(scores)],
-                                 d.get("splits", {}).get(mode), path.name)
+                                 d.get("splits", {}).get(mode), path.name, where)
     best["blueprint"] = next(Row("blueprint", d["summaries"]["blueprint"], bp, bp, None, p.name)
                              for p, d in runs if d["scores"].get("blueprint") == bp)
     order = MODES + sorted(m for m in best if m not in MODES)
@@ -241,9 +254,11 @@ def combine(args) -> None:
         "",
         f"- Command: `python {' '.join(sys.argv)}`",
         "- Each row: mode (games) from run; that run's .md has its machine and command.",
-        *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`" for r in rows],
+        *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`{', ' + r.machine if r.machine else ''}"
+          for r in rows],
         "- Every row is paired with the blueprint on its own deals (the first N evaluation deals); rows with",
-        "  fewer games have wider errors. Times are each run's own (machine, threads, games at once).",
+        "  fewer games have wider errors. Times are each run's own (machine, threads, games at once); a",
+        "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
     settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
     write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, args.record, args.out)

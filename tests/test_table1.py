@@ -21,9 +21,13 @@ def summary(mode: str, scores: list[float], seconds: float) -> dict:
             "seconds_per_game": seconds, "rollouts_per_s": 100.0, "deviation_pct": 40.0, "fallback_pct": 0.0}
 
 
-def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], rollouts: int = 400) -> Path:
+CPU = "AMD EPYC (2 cores, load average {}), {} torch threads, no GPU, torch 2.13.0+cpu"
+
+
+def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], rollouts: int = 400,
+             machine: str = CPU.format(1.0, 1)) -> Path:
     settings = {"game": GAME.to_dict(), "seed": 0, "rollouts": rollouts, "min_rollouts": 20,
-                "blueprint": "bp.pt", "belief": "belief.pt"}
+                "blueprint": "bp.pt", "belief": "belief.pt", "machine": machine}
     scores = {"blueprint": blueprint, **modes}
     summaries = {m: summary(m, s, 0.0 if m == "blueprint" else 2.0 + len(m)) for m, s in scores.items()}
     path.write_text(json.dumps({"settings": settings, "scores": scores, "summaries": summaries}))
@@ -38,7 +42,8 @@ def combine(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess:
 def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_shared_ones(tmp_path):
     bp = [5.0, 6.0, 7.0, 4.0, 5.0, 6.0]
     a = run_json(tmp_path / "a.json", bp[:4], {"sparta": [7.0, 8.0, 8.0, 6.0], "lbs-8": [5.0, 6.0, 7.0, 4.0]})
-    b = run_json(tmp_path / "b.json", bp, {"lbs-8": [6.0, 7.0, 8.0, 5.0, 6.0, 7.0]})
+    b = run_json(tmp_path / "b.json", bp, {"lbs-8": [6.0, 7.0, 8.0, 5.0, 6.0, 7.0]},
+                 machine=CPU.format(2.3, 2))
     res = combine(tmp_path, a, b)
     assert res.returncode == 0, res.stderr
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in res.stdout.splitlines()
@@ -48,6 +53,7 @@ def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_sh
     assert rows["sparta"][3] == "+1.750 ± 0.250"
     # gain kept on the 4 deals both played: lbs-8 gains 1.0 there, SPARTA 1.75
     assert rows["lbs-8"][9] == "57%"
+    assert rows["lbs-8"][10] == "1.1x"  # the same CPU under another load: SPARTA's 8 s / lbs-8's 7 s
     data = json.loads(next(tmp_path.glob("table1_*.json")).read_text())
     assert data["sources"]["lbs-8"] == "b.json" and data["sources"]["sparta"] == "a.json"
     assert next(tmp_path.glob("table1_*.png")).stat().st_size > 0
@@ -61,3 +67,15 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, rollouts=1000)
     res = combine(tmp_path, a, c)
     assert res.returncode != 0 and "differ in rollouts" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_combine_gives_no_speed_up_between_machines(tmp_path):
+    bp = [5.0, 6.0, 7.0, 4.0]
+    a = run_json(tmp_path / "a.json", bp, {"sparta": [7.0, 8.0, 8.0, 6.0]}, machine="Xeon (16 cores, load "
+                 "average 1.0), 16 torch threads, NVIDIA H100 80GB HBM3, torch 2.11.0+cu130")
+    b = run_json(tmp_path / "b.json", bp, {"lbs-8": [6.0, 7.0, 8.0, 5.0]})
+    res = combine(tmp_path, a, b)
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("| lbs-8 "))
+    assert line.split(" | ")[9] == "57%" and line.split(" | ")[10] == "—"  # gain kept still compares
+    assert "NVIDIA H100" in res.stdout  # each row names where it ran
