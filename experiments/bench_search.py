@@ -28,7 +28,7 @@ from lbs.search.exact_range import ExactRange
 from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+from common import machine, result_path, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--max-rows", type=int, nargs="+", default=[SearchConfig.max_rows],
                     help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
     args = ap.parse_args()
+    out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
         for mode in args.modes:
             parse_mode(mode)
@@ -163,7 +164,7 @@ def main() -> None:
             f"{paper if paper else '—'} | {split} |"
         )
     lines += _range_split(ranges)
-    write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out)
+    write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out, out)
 
 
 class Followed:

@@ -44,15 +44,21 @@ def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
     print(card)
 
 
-def write_result(text: str, name: str, record: str | None, scratch: str) -> Path:
-    """Write (and print) a result: into experiments/results/<name>_<date>_<record>.md when asked to
-    record, else into the scratch folder, never over an existing file."""
+def result_path(name: str, record: str | None, scratch: str) -> Path:
+    """Where a result goes: experiments/results/<name>_<date>_<record>.md when asked to record, else a
+    timestamped file in the scratch folder; never an existing file (check it before the work, not after)."""
     if record:
         out = Path(__file__).parent / "results" / f"{name}_{datetime.date.today()}_{record}.md"
     else:
         out = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
     if out.exists():
         raise SystemExit(f"{out} exists; choose another --record name")
+    return out
+
+
+def write_result(text: str, name: str, record: str | None, scratch: str, path: Path | None = None) -> Path:
+    """Write (and print) a result at `path` (from result_path before the work) or result_path(...)."""
+    out = path or result_path(name, record, scratch)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(text)

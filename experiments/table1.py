@@ -35,7 +35,7 @@ from lbs.search.report import paired_difference, summarize_run
 from lbs.search.samplers import serve
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+from common import machine, result_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -88,8 +88,9 @@ def main() -> None:
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
     ap.add_argument("--record", default=None, help="write experiments/results/table1_<date>_NAME.* instead")
     args = ap.parse_args()
+    out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     if args.combine:
-        return combine(args)
+        return combine(args, out)
     try:
         kinds = {m: parse_mode(m) for m in args.modes}
         device = resolve_device(args.device)
@@ -100,6 +101,19 @@ def main() -> None:
         sys.exit(f"table1: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    lines = [
+        f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
+        "",
+        f"- Machine: {machine()}; device {device}.",
+        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- {args.games} games (evaluation deals of seed {args.seed}), {args.rollouts} rollouts per "
+        f"searched move, {args.min_rollouts} per move before pruning, delta 0.05, SPARTA max range "
+        f"{args.max_range:,}.",
+    ]
+    settings = {"game": game.to_dict(), "seed": args.seed, "rollouts": args.rollouts,
+                "min_rollouts": args.min_rollouts, "max_range": args.max_range,
+                "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
+                "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     server = serve(net, model, device)
     rows: list[Row] = []
     searched = [m for m in args.modes if kinds[m][0] != "none"]
@@ -127,28 +141,22 @@ def main() -> None:
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, args.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
+            write(rows, lines, settings, game, out, done=False)  # a stopped run keeps its finished modes
     bar.close()
     server.close()
-    lines = [
-        f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
-        "",
-        f"- Machine: {machine()}; device {device}.",
-        f"- Command: `python {' '.join(sys.argv)}`",
-        f"- {args.games} games (evaluation deals of seed {args.seed}), {args.rollouts} rollouts per "
-        f"searched move, {args.min_rollouts} per move before pruning, delta 0.05, SPARTA max range "
-        f"{args.max_range:,}.",
-    ]
-    settings = {"game": game.to_dict(), "seed": args.seed, "rollouts": args.rollouts,
-                "min_rollouts": args.min_rollouts, "max_range": args.max_range,
-                "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
-                "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
-    write(rows, lines, settings, game, args.record, args.out)
+    write(rows, lines, settings, game, out)
 
 
-def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, record: str | None,
-          scratch: str) -> None:
-    """The table (.md), its per-game scores and settings (.json) and the figure (.png)."""
-    out = write_result("\n".join(head + [""] + table(rows)) + "\n", "table1", record, scratch)
+def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, out: Path,
+          done: bool = True) -> None:
+    """The table (.md), its per-game scores and settings (.json) and the figure (.png); before the run is
+    done, the rows so far, marked partial (rewritten after every mode)."""
+    if not done:
+        finished = ", ".join(r.mode for r in rows)
+        head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
+    text = "\n".join(head + [""] + table(rows)) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     out.with_suffix(".json").write_text(json.dumps({
         "settings": settings,
         "scores": {r.mode: r.scores for r in rows},
@@ -158,6 +166,9 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, re
         "sources": {r.mode: r.source for r in rows if r.source},
     }, default=str) + "\n")
     figure([r for r in rows if r.mode != "blueprint"], game, out.with_suffix(".png"))
+    if done:
+        print(text)
+        print(f"written: {out}\nfigure: {out.with_suffix('.png')}")
 
 
 def same_machine(a: str, b: str) -> bool:
@@ -208,7 +219,7 @@ def table(rows: list[Row]) -> list[str]:
     return out
 
 
-def combine(args) -> None:
+def combine(args, out: Path) -> None:
     """One table from recorded runs: each mode's row from the run that played it on the most deals, the
     blueprint row from the longest blueprint run; runs must agree on the blueprint's score of every deal
     they share (the same deals and blueprint) and on the settings they record."""
@@ -261,7 +272,7 @@ def combine(args) -> None:
         "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
     settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
-    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, args.record, args.out)
+    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out)
 
 
 def figure(rows: list[Row], game: GameConfig, path: Path) -> None:
@@ -284,7 +295,7 @@ def figure(rows: list[Row], game: GameConfig, path: Path) -> None:
     ax.set_title(f"Search on {game.colors} colours x {game.ranks} ranks, {game.players} players (games)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    print(f"figure: {path}")
+    plt.close(fig)
 
 
 if __name__ == "__main__":

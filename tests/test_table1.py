@@ -79,3 +79,22 @@ def test_combine_gives_no_speed_up_between_machines(tmp_path):
     line = next(x for x in res.stdout.splitlines() if x.startswith("| lbs-8 "))
     assert line.split(" | ")[9] == "57%" and line.split(" | ")[10] == "—"  # gain kept still compares
     assert "NVIDIA H100" in res.stdout  # each row names where it ran
+
+
+def test_a_run_saves_its_finished_modes_marked_partial(tmp_path):
+    """table1 rewrites its files after every mode: a run stopped mid-way keeps the rows it finished."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("table1", SCRIPT)
+    t1 = importlib.util.module_from_spec(spec)
+    sys.modules["table1"] = t1  # dataclasses look their module up there
+    spec.loader.exec_module(t1)
+    bp = [5.0, 6.0]
+    rows = [t1.Row("blueprint", summary("blueprint", bp, 0.0), bp, bp),
+            t1.Row("lbs-1", summary("lbs-1", [6.0, 6.0], 1.0), [6.0, 6.0], bp)]
+    out = tmp_path / "table1_run.md"
+    t1.write(rows, ["# head"], {"game": GAME.to_dict()}, GAME, out, done=False)
+    assert "Partial: the modes finished so far (blueprint, lbs-1)" in out.read_text()
+    assert list(json.loads(out.with_suffix(".json").read_text())["scores"]) == ["blueprint", "lbs-1"]
+    t1.write(rows, ["# head"], {"game": GAME.to_dict()}, GAME, out)  # the end: the same files, whole
+    assert "Partial" not in out.read_text() and "| lbs-1 | 2 |" in out.read_text()
