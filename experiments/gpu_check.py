@@ -4,16 +4,22 @@
     python experiments/gpu_check.py --only tests graphs  # some steps
     python experiments/gpu_check.py --out "$OUT"         # on the device tool: results come back
 
+On the workplace's device tool a command may run 10 minutes: run the steps in groups that fit (each
+step's limit is below), e.g. `--only tests search`, then `--only search-10k`, then `--only sparta-10k`;
+with `PYTHONPATH=.` (nothing is installed there) and wandb carried as a wheel for the training steps.
+
 Steps (each a subprocess with its own time limit, so one failure or hang does not stop the rest):
-  tests    the test suite on the GPU machine (CUDA parametrisations, captured == eager, CPU == CUDA)
+  tests    the test suite's CUDA parametrisations (captured == eager, CPU == CUDA); CI runs the rest
   env      engine step throughput, eager and torch.compile (experiments/bench_env.py)
   graphs   eager vs CUDA-graph lockstep play and actor rounds (experiments/bench_graphs.py)
   train    learner and actor throughput, fp32 and bf16 (experiments/bench_train.py)
   belief   belief sampling throughput and quality (experiments/belief_fig3.py)
-  search   LBS-1 / LBS-16 / LBS-inf at 10,000 rollouts per move, 64 games at once, graphs off and on
-  sparta   SPARTA at 10,000 rollouts per move, 64 games at once, graphs on
+  search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
+  search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
+  sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (the issue's 5 s per game target)
   overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
-  preset   8 minutes of `train/blueprint.py --preset gpu` with captured actor rounds
+  preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
+           their CUDA test, README)
   curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
@@ -42,23 +48,24 @@ PY = sys.executable
 def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     """name -> (command, time limit in seconds)."""
     cuda = f"--device cuda --out {shlex.quote(str(out))}"
-    search = "experiments/bench_search.py --batch-games 64 --games 64 --rollouts 10000 --min-rollouts 100 "
-    search += cuda
+    search = f"experiments/bench_search.py --batch-games 64 --games 64 --cuda-graphs on {cuda}"
     plan = {
-        "tests": ("-m pytest -q -rs -p no:cacheprovider tests", 900),
+        "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 300),
         "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
-                600),
-        "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 600),
+                580),
+        "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 580),
         "train": (f"experiments/bench_train.py {cuda}", 300),
         "train-bf16": (f"experiments/bench_train.py --precision bf16-mixed {cuda}", 300),
-        "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 600),
-        "search": (f"{search} --modes lbs-1 lbs-16 lbs-inf --cuda-graphs both", 1200),
-        "sparta": (f"{search} --modes sparta --cuda-graphs on", 1200),
-        "overlap": ("experiments/bench_overlap.py --preset gpu --updates 200 --repeats 1 --device cuda", 900),
-        "preset": (f"train/blueprint.py --preset gpu --device cuda --max_minutes 8 --wandb_mode disabled "
-                   f"--actor.cuda_graphs true --out_dir {shlex.quote(str(out / 'gpu_preset'))}", 900),
+        "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 580),
+        "search": (f"{search} --modes lbs-16 lbs-1 lbs-inf sparta --rollouts 1000 --min-rollouts 50", 300),
+        "search-10k": (f"experiments/table1.py --modes blueprint lbs-16 --games 64 --batch-games 64 "
+                       f"--rollouts 10000 --min-rollouts 100 --cuda-graphs {cuda}", 500),
+        "sparta-10k": (f"{search} --modes sparta --rollouts 10000 --min-rollouts 100", 580),
+        "overlap": ("experiments/bench_overlap.py --preset gpu --updates 200 --repeats 1 --device cuda", 580),
+        "preset": (f"train/blueprint.py --preset gpu --device cuda --max_minutes 7 --wandb_mode disabled "
+                   f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
         "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
-                  f"{shlex.quote(str(out))}", 600),
+                  f"{shlex.quote(str(out))}", 300),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 
