@@ -125,6 +125,8 @@ def main() -> None:
                 )
                 if kind == "range":
                     ranges.append((mode, bg, groups, graphs, searched, timing if groups == 1 else None, made))
+                out.parent.mkdir(parents=True, exist_ok=True)  # a stopped run keeps its finished settings
+                out.write_text(report(args, game, device, rows, ranges, partial=True))
                 print(
                     f"{mode} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
                     f"{sec / args.games:.2f} s/game, "
@@ -133,6 +135,11 @@ def main() -> None:
                 )
     for server in servers.values():
         server.close()
+    write_result(report(args, game, device, rows, ranges), "bench_search", args.record, args.out, out)
+
+
+def report(args, game, device, rows: list, ranges: list, partial: bool = False) -> str:
+    """The result file's text: one table row per setting, then SPARTA's split (rows so far if partial)."""
     scale = 10_000 / args.rollouts
     lines = [
         f"# Search speed: {game}",
@@ -163,8 +170,9 @@ def main() -> None:
             f"| {spg * scale:.1f} | "
             f"{paper if paper else '—'} | {split} |"
         )
-    lines += _range_split(ranges)
-    write_result("\n".join(lines) + "\n", "bench_search", args.record, args.out, out)
+    if partial:
+        lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")
+    return "\n".join(lines + _range_split(ranges)) + "\n"
 
 
 class Followed:
