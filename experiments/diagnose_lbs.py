@@ -129,5 +129,6 @@ def count_deviations(path: str) -> None:
     for (bp, chosen), n in kinds.most_common():
         print(f"  blueprint {bp} -> search {chosen}: {n}")
 
+
 if __name__ == "__main__":
     main()

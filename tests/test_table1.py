@@ -81,13 +81,13 @@ def test_combine_gives_no_speed_up_between_machines(tmp_path):
     assert "NVIDIA H100" in res.stdout  # each row names where it ran
 
 
-def test_a_run_saves_its_finished_modes_marked_partial(tmp_path):
+def test_a_run_saves_its_finished_modes_marked_partial(tmp_path, monkeypatch):
     """table1 rewrites its files after every mode: a run stopped mid-way keeps the rows it finished."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("table1", SCRIPT)
     t1 = importlib.util.module_from_spec(spec)
-    sys.modules["table1"] = t1  # dataclasses look their module up there
+    monkeypatch.setitem(sys.modules, "table1", t1)  # dataclasses look their module up there
     spec.loader.exec_module(t1)
     bp = [5.0, 6.0]
     rows = [t1.Row("blueprint", summary("blueprint", bp, 0.0), bp, bp),
