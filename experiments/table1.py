@@ -72,6 +72,8 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=MODES)
     ap.add_argument("--games", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--first-game", type=int, default=0,
+                    help="play deals F..F+games-1 (runs on adjacent deals join in --combine)")
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--max-range", type=int, default=1_000_000)
@@ -97,6 +99,8 @@ def main() -> None:
         game, net = load_blueprint(args.blueprint, device=device)
         _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
         SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+        if args.first_game < 0:
+            raise ValueError(f"--first-game {args.first_game}: must be >= 0")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
     if args.threads:
@@ -106,12 +110,12 @@ def main() -> None:
         "",
         f"- Machine: {machine()}; device {device}.",
         f"- Command: `python {' '.join(sys.argv)}`",
-        f"- {args.games} games (evaluation deals of seed {args.seed}), {args.rollouts} rollouts per "
-        f"searched move, {args.min_rollouts} per move before pruning, delta 0.05, SPARTA max range "
-        f"{args.max_range:,}.",
+        f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
+        f"seed {args.seed}), {args.rollouts} rollouts per searched move, {args.min_rollouts} per move before "
+        f"pruning, delta 0.05, SPARTA max range {args.max_range:,}.",
     ]
-    settings = {"game": game.to_dict(), "seed": args.seed, "rollouts": args.rollouts,
-                "min_rollouts": args.min_rollouts, "max_range": args.max_range,
+    settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
+                "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
                 "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     server = serve(net, model, device)
@@ -120,7 +124,7 @@ def main() -> None:
     bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     with torch.no_grad():
         base = play_games(game, server.step, server.initial_state, None, SearchConfig(), args.games,
-                          args.seed, args.batch_games, device, progress=bar.update)
+                          args.seed, args.batch_games, device, progress=bar.update, first=args.first_game)
         base_scores = [float(r.record.score) for r in base]
         for mode in args.modes:
             kind, depth = kinds[mode]
@@ -136,7 +140,8 @@ def main() -> None:
             t0 = time.perf_counter()
             q = server.step if args.cuda_graphs else timing.wrap(server.step)  # no clock inside a capture
             results = play_games(game, q, server.initial_state, make, cfg, args.games,
-                                 args.seed, args.batch_games, device, timing, progress=bar.update)
+                                 args.seed, args.batch_games, device, timing, progress=bar.update,
+                                 first=args.first_game)
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, args.cuda_graphs), machine=machine()))

@@ -238,22 +238,23 @@ class GameResult:
 def play_games(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
                make_sampler: Callable[[], HandSampler] | None, cfg: SearchConfig, games: int, seed: int = 0,
                batch_games: int = 64, device: torch.device | str = "cpu", timing: Timing | None = None,
-               progress: Callable[[int], None] | None = None, groups: int = 1, shard: Shard = ONE
-               ) -> list[GameResult]:
-    """Play games 0..games-1 of the evaluation stream of `seed`, `batch_games` at a time, the searcher
-    searching at each of its turns (make_sampler None: every seat plays the blueprint).
+               progress: Callable[[int], None] | None = None, groups: int = 1, shard: Shard = ONE,
+               first: int = 0) -> list[GameResult]:
+    """Play games first..first+games-1 of the evaluation stream of `seed`, `batch_games` at a time, the
+    searcher searching at each of its turns (make_sampler None: every seat plays the blueprint).
 
     groups > 1 splits each batch into that many groups played by concurrent threads, whose network calls
     an InferenceServer with coalescing (ServerConfig.coalesce) merges into shared forward passes. A
     game's moves do not depend on batch_games or groups: its random draws are keyed by its number. So with
     a Shard, each rank plays its slice of the game numbers and rank 0 gets every game's result in game
     order, the same as one process (the other ranks get [])."""
-    if groups < 1 or batch_games < 1:
-        raise ValueError(f"groups={groups} and batch_games={batch_games} must be >= 1")
+    if groups < 1 or batch_games < 1 or first < 0:
+        raise ValueError(f"groups={groups} and batch_games={batch_games} must be >= 1, first={first} >= 0")
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
     graphs = [Graphs(device) if cfg.cuda_graphs else None for _ in range(groups)]
-    mine = shard.games(games)
+    part = shard.games(games)
+    mine = range(first + part.start, first + part.stop)
     pool = ThreadPoolExecutor(groups, thread_name_prefix="lbs-search") if groups > 1 else None
     try:
         for start in range(mine.start, mine.stop, batch_games):

@@ -208,7 +208,7 @@ CFG = SearchConfig(depth=2, rollouts=150, min_rollouts=10, seat=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
+def test_the_same_seeds_give_the_same_decisions_at_any_batch_size_or_first_game(device):
     net, model = blueprint(GAME), belief(GAME)
     server = serve(net, model, device)
     runs = []
@@ -226,7 +226,12 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size(device):
                 device=device,
             )
             runs.append([(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in res])
+        # and a run of the later deals alone (table1 --first-game) plays them as the whole run did
+        tail = play_games(GAME, server.step, server.initial_state, lambda: LearnedBelief(GAME, server, 0),
+                          CFG, games=4, seed=1, batch_games=3, device=device, first=2)
     assert runs[0] == runs[1]
+    assert [(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in tail] \
+        == runs[0][2:]
     assert sum(len(d) for _, d in runs[0]) > 0
     if device == "cuda":  # and the same decisions as on the CPU
         cpu = serve(net, model)
