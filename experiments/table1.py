@@ -225,39 +225,45 @@ def table(rows: list[Row]) -> list[str]:
 
 
 def combine(args, out: Path) -> None:
-    """One table from recorded runs: each mode's row from the run that played it on the most deals, the
-    blueprint row from the longest blueprint run; runs must agree on the blueprint's score of every deal
-    they share (the same deals and blueprint) and on the settings they record."""
+    """One table from recorded runs: each mode's row from the runs that played it on the most deals, the
+    blueprint row likewise; runs on adjacent deals (--first-game) join into one row. Runs must agree on
+    the blueprint's score of every deal they share (the same deals and blueprint) and on the settings they
+    record."""
     runs = []
     for name in args.combine:
         try:
             runs.append((Path(name), json.loads(Path(name).read_text())))
         except (OSError, ValueError) as e:
             sys.exit(f"table1 --combine: cannot read {name}: {e}")
-    bp = max((d["scores"]["blueprint"] for _, d in runs if "blueprint" in d["scores"]), key=len, default=None)
-    if bp is None:
-        sys.exit("table1 --combine: no run has a blueprint row to pair with")
     keys = ("game", "seed", "rollouts", "min_rollouts", "blueprint", "belief")
     known = [d["settings"] for _, d in runs if "settings" in d]
     for k in keys:
         if len({json.dumps(s.get(k)) for s in known}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
-    best: dict[str, Row] = {}
+    pieces: dict[str, list[tuple[int, Row]]] = {}  # mode -> (first deal, its row in one run)
     for path, d in runs:
+        first = d.get("settings", {}).get("first_game", 0)
         base = d.get("blueprint_scores", {})
         for mode, scores in d["scores"].items():
             mine = base.get(mode, d["scores"].get("blueprint"))
             if mine is None:
                 sys.exit(f"table1 --combine: {path.name} has no blueprint row to pair {mode} with")
-            if mine != bp[: len(mine)]:
-                sys.exit(f"table1 --combine: {path.name} has other blueprint scores than the longest run: "
-                         "not the same deals or blueprint")
-            if mode not in best or len(scores) > len(best[mode].scores):
-                where = d.get("settings", {}).get("machine", "")
-                best[mode] = Row(mode, d["summaries"][mode], scores, mine[: len(scores)],
-                                 d.get("splits", {}).get(mode), path.name, where)
-    best["blueprint"] = next(Row("blueprint", d["summaries"]["blueprint"], bp, bp, None, p.name)
-                             for p, d in runs if d["scores"].get("blueprint") == bp)
+            where = d.get("settings", {}).get("machine", "")
+            pieces.setdefault(mode, []).append((first, Row(mode, d["summaries"][mode], scores,
+                                                           mine[: len(scores)], d.get("splits", {}).get(mode),
+                                                           path.name, where)))
+    if "blueprint" not in pieces:
+        sys.exit("table1 --combine: no run has a blueprint row to pair with")
+    best = {mode: join(chain(found)) for mode, found in pieces.items() if chain(found)}
+    if "blueprint" not in best:
+        sys.exit("table1 --combine: no blueprint run starts at the first deal")
+    bp = best["blueprint"].scores
+    for found in pieces.values():
+        for first, row in found:
+            shared = bp[first: first + len(row.base)]  # the deals the blueprint row covers
+            if row.base[: len(shared)] != shared:
+                sys.exit(f"table1 --combine: {row.source} has other blueprint scores than the joined "
+                         "blueprint runs: not the same deals or blueprint")
     order = MODES + sorted(m for m in best if m not in MODES)
     rows = [best[m] for m in order if m in best]
     first = known[0] if known else {}
@@ -278,6 +284,59 @@ def combine(args, out: Path) -> None:
     ]
     settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
     write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out)
+
+
+def chain(found: list[tuple[int, Row]]) -> list[Row]:
+    """The rows that cover deals 0, 1, ... without a gap: at each step the run starting there with the
+    most games (a run that starts later than the chain reaches is left out)."""
+    rows, at = [], 0
+    while True:
+        here = [r for first, r in found if first == at and r.scores]
+        if not here:
+            return rows
+        rows.append(max(here, key=lambda r: len(r.scores)))
+        at += len(rows[-1].scores)
+
+
+def join(rows: list[Row]) -> Row:
+    """One row from runs of one mode on adjacent deals: scores concatenated, counts and seconds summed,
+    rates re-derived, percentages weighted by the games or searched moves they are shares of."""
+    if len(rows) == 1:
+        return rows[0]
+    scores = [x for r in rows for x in r.scores]
+    base = [x for r in rows for x in r.base]
+    ss = [r.summary for r in rows]
+
+    def total(key: str) -> float:
+        return sum(s[key] for s in ss)
+
+    def weighted(key: str, by: str, parts: list[dict] = ss) -> float:
+        return sum(s[key] * w[by] for s, w in zip(parts, ss, strict=True)) / max(total(by), 1)
+
+    def evaluation(key: str, values: list[float]) -> dict:
+        parts = [s[key] for s in ss]
+        mean, sem = paired_difference(torch.tensor(values), torch.zeros(len(values)))
+        return {"games": len(values), "mean": mean, "sem": sem,
+                **{k: weighted(k, "games", parts) for k in ("perfect", "bombed", "mean_length")}}
+
+    seconds, searched = total("seconds"), total("searched_moves")
+    diff, sem = paired_difference(torch.tensor(scores), torch.tensor(base))
+    summary = {
+        **ss[0], "games": len(scores), "score": evaluation("score", scores), "paired_diff": diff,
+        "paired_sem": sem, "seconds": seconds, "seconds_per_game": seconds / len(scores),
+        "seconds_per_search": seconds / max(searched, 1), "searched_moves": searched,
+        "rollouts": total("rollouts"), "rollouts_per_s": total("rollouts") / max(seconds, 1e-9),
+        "deviation_pct": weighted("deviation_pct", "searched_moves"),
+        "fallback_pct": weighted("fallback_pct", "searched_moves"),
+    }
+    if ss[0].get("blueprint") is not None:
+        summary["blueprint"] = evaluation("blueprint", base)
+    split = None
+    if all(r.split for r in rows):
+        split = {k: sum(r.split[k] for r in rows) for k in rows[0].split}
+    one = all(same_machine(r.machine, rows[0].machine) for r in rows)  # else unknown: no speed-up
+    return Row(rows[0].mode, summary, scores, base, split, " + ".join(r.source for r in rows),
+               rows[0].machine if one else "")
 
 
 def figure(rows: list[Row], game: GameConfig, path: Path) -> None:

@@ -14,22 +14,27 @@ SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "table1.py"
 GAME = GameConfig(players=2, colors=2, ranks=5, hand_size=5)
 
 
-def summary(mode: str, scores: list[float], seconds: float) -> dict:
+def summary(mode: str, scores: list[float], seconds: float, deviation_pct: float = 40.0) -> dict:
+    """A SearchSummary.to_dict() of `scores`: `seconds` per game, 10 searched moves, 1,000 rollouts each."""
     n = len(scores)
     mean = sum(scores) / n
-    return {"mode": mode, "games": n, "score": {"mean": mean, "sem": 0.1, "perfect": 0.0},
-            "seconds_per_game": seconds, "rollouts_per_s": 100.0, "deviation_pct": 40.0, "fallback_pct": 0.0}
+    score = {"games": n, "mean": mean, "sem": 0.1, "perfect": 0.0, "bombed": 0.0, "mean_length": 20.0}
+    return {"mode": mode, "games": n, "score": score, "seconds": seconds * n, "seconds_per_game": seconds,
+            "searched_moves": 10 * n, "rollouts": 1000 * n,
+            "rollouts_per_s": 1000 / max(seconds, 1e-9), "deviation_pct": deviation_pct, "fallback_pct": 0.0}
 
 
 CPU = "AMD EPYC (2 cores, load average {}), {} torch threads, no GPU, torch 2.13.0+cpu"
 
 
 def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], rollouts: int = 400,
-             machine: str = CPU.format(1.0, 1)) -> Path:
-    settings = {"game": GAME.to_dict(), "seed": 0, "rollouts": rollouts, "min_rollouts": 20,
-                "blueprint": "bp.pt", "belief": "belief.pt", "machine": machine}
+             machine: str = CPU.format(1.0, 1), first: int = 0, seconds: float | None = None,
+             deviation_pct: float = 40.0) -> Path:
+    settings = {"game": GAME.to_dict(), "seed": 0, "first_game": first, "rollouts": rollouts,
+                "min_rollouts": 20, "blueprint": "bp.pt", "belief": "belief.pt", "machine": machine}
     scores = {"blueprint": blueprint, **modes}
-    summaries = {m: summary(m, s, 0.0 if m == "blueprint" else 2.0 + len(m)) for m, s in scores.items()}
+    summaries = {m: summary(m, s, 0.0 if m == "blueprint" else seconds or 2.0 + len(m), deviation_pct)
+                 for m, s in scores.items()}
     path.write_text(json.dumps({"settings": settings, "scores": scores, "summaries": summaries}))
     return path
 
@@ -67,6 +72,30 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, rollouts=1000)
     res = combine(tmp_path, a, c)
     assert res.returncode != 0 and "differ in rollouts" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):
+    """table1 --first-game F plays deals F.. ; --combine joins a mode's runs that tile deals 0..N-1."""
+    bp = [5.0, 6.0, 7.0, 4.0, 5.0, 6.0]
+    a = run_json(tmp_path / "a.json", bp[:2], {"lbs-inf": [6.0, 6.0]}, seconds=1.0, deviation_pct=10.0)
+    b = run_json(tmp_path / "b.json", bp[2:], {"lbs-inf": [8.0, 4.0, 5.0, 9.0]}, first=2, seconds=4.0,
+                 deviation_pct=40.0)
+    c = run_json(tmp_path / "c.json", bp, {"lbs-8": [5.0] * 6})
+    res = combine(tmp_path, a, b, c)
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("| lbs-inf ")).split(" | ")
+    assert line[1] == "6"  # both runs, one row
+    assert line[2] == "6.333 ± 0.760"  # the six games' mean ± s.e.m.
+    assert line[3] == "+0.833 ± 0.477"  # paired with the blueprint deal by deal
+    assert line[5] == "3.00"  # (2 x 1 s + 4 x 4 s) / 6 games
+    assert line[7] == "30.0"  # searched moves: 20 at 10%, 40 at 40%
+    data = json.loads(next(tmp_path.glob("table1_*.json")).read_text())
+    assert data["sources"]["lbs-inf"] == "a.json + b.json"
+    assert data["scores"]["lbs-inf"] == [6.0, 6.0, 8.0, 4.0, 5.0, 9.0]
+    # a later run on other deals (another blueprint score on a deal it shares) is refused
+    d = run_json(tmp_path / "d.json", [7.0, 1.0], {"lbs-1": [7.0, 1.0]}, first=3)
+    res = combine(tmp_path, a, b, d)
+    assert res.returncode != 0 and "not the same deals" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_combine_gives_no_speed_up_between_machines(tmp_path):
