@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import platform
 import sys
@@ -49,11 +50,15 @@ def result_path(name: str, record: str | None, scratch: str) -> Path:
     timestamped file in the scratch folder; never an existing file (check it before the work, not after)."""
     if record:
         out = Path(__file__).parent / "results" / f"{name}_{datetime.date.today()}_{record}.md"
-    else:
-        out = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}.md"
-    if out.exists():
-        raise SystemExit(f"{out} exists; choose another --record name")
-    return out
+        if out.exists():
+            raise SystemExit(f"{out} exists; choose another --record name")
+        return out
+    stamp = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    out = stamp.with_suffix(".md")
+    for i in itertools.count(2):  # a run started in the same second takes the next free name
+        if not out.exists():
+            return out
+        out = stamp.with_name(f"{stamp.name}-{i}.md")
 
 
 def write_result(text: str, name: str, record: str | None, scratch: str, path: Path | None = None) -> Path:

@@ -127,3 +127,26 @@ def test_a_run_saves_its_finished_modes_marked_partial(tmp_path, monkeypatch):
     assert list(json.loads(out.with_suffix(".json").read_text())["scores"]) == ["blueprint", "lbs-1"]
     t1.write(rows, ["# head"], {"game": GAME.to_dict()}, GAME, out)  # the end: the same files, whole
     assert "Partial" not in out.read_text() and "| lbs-1 | 2 |" in out.read_text()
+
+
+def test_scratch_results_of_the_same_second_get_their_own_names(tmp_path, monkeypatch):
+    """Two runs started within one second never share (so never overwrite) a scratch result file."""
+    import datetime
+    import types
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import common
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 11, 22, 12, 0, 0)
+
+    monkeypatch.setattr(common, "datetime", types.SimpleNamespace(datetime=Frozen, date=datetime.date))
+    first = common.result_path("table1", None, str(tmp_path))
+    first.write_text("run 1")
+    second = common.result_path("table1", None, str(tmp_path))
+    second.write_text("run 2")
+    assert first.name == "table1_20261122-120000.md" and second.name == "table1_20261122-120000-2.md"
+    assert common.result_path("table1", None, str(tmp_path)).name == "table1_20261122-120000-3.md"
+    assert first.read_text() == "run 1"
