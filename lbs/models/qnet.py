@@ -78,23 +78,26 @@ def mlp(d_in: int, hidden: int, layers: int) -> nn.Sequential:
 
 
 def run_lstm(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
-    """lstm(x, hid) for batch-first x [B, T, D]. One step on CUDA runs as explicit cells (lstm_cells):
-    for a single step of a wide batch cuDNN picks a persistent kernel ~100x slower than the two matmuls
-    per layer it replaces (4.6 ms per layer at 16,384 rows x 128 on an H100, 90% of a search rollout;
-    experiments/results/bench_search_2026-11-22_h100.md). CPU keeps the fused oneDNN layer."""
-    if x.shape[1] == 1 and x.is_cuda:
+    """lstm(x, hid) for batch-first x [B, T, D]; one step (acting, search rollouts) runs as explicit cells
+    (lstm_cells) on every device. On CUDA cuDNN picks a persistent kernel for a single step of a wide
+    batch that is ~100x slower than the matmuls it replaces (4.6 ms per layer at 16,384 rows x 128 on an
+    H100, 90% of a search rollout; experiments/results/bench_search_2026-11-22_h100.md); on CPU oneDNN's
+    step is ~1.8x slower than the cells at a rollout batch's 16,384 rows
+    (experiments/results/bench_lstm_step_2026-11-22_cpu.md). Sequences (training) keep the fused layer."""
+    if x.shape[1] == 1:
         return lstm_cells(lstm, x, hid)
     return lstm(x, tuple(hid))
 
 
 def lstm_cells(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
-    """One step of a batch-first nn.LSTM ([B, 1, D] -> [B, 1, H], (h, c) [layers, B, H]) as matmuls."""
+    """One step of a batch-first nn.LSTM ([B, 1, D] -> [B, 1, H], (h, c) [layers, B, H]): per layer one
+    matmul of [input, h] against the two weight matrices side by side, then the gates."""
     h0, c0 = hid
     inp, hs, cs = x[:, 0], [], []
     for k in range(lstm.num_layers):
-        w_ih, w_hh = getattr(lstm, f"weight_ih_l{k}"), getattr(lstm, f"weight_hh_l{k}")
-        b_ih, b_hh = getattr(lstm, f"bias_ih_l{k}"), getattr(lstm, f"bias_hh_l{k}")
-        gates = nn.functional.linear(inp, w_ih, b_ih) + nn.functional.linear(h0[k], w_hh, b_hh)
+        w = torch.cat([getattr(lstm, f"weight_ih_l{k}"), getattr(lstm, f"weight_hh_l{k}")], 1)
+        b = getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")
+        gates = torch.addmm(b, torch.cat([inp, h0[k]], 1), w.t())
         i, f, g, o = gates.chunk(4, dim=-1)  # torch's gate order
         c = torch.sigmoid(f) * c0[k] + torch.sigmoid(i) * torch.tanh(g)
         inp = torch.sigmoid(o) * torch.tanh(c)
