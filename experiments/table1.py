@@ -254,7 +254,13 @@ def combine(args, out: Path) -> None:
                                                            path.name, where)))
     if "blueprint" not in pieces:
         sys.exit("table1 --combine: no run has a blueprint row to pair with")
-    best = {mode: join(chain(found)) for mode, found in pieces.items() if chain(found)}
+    chains = {mode: chain(found) for mode, found in pieces.items()}
+    best = {mode: join(rows) for mode, rows in chains.items() if rows}
+    for mode, found in pieces.items():  # say so, never drop a run silently (blueprint rows only pair)
+        for _, row in found:
+            if mode != "blueprint" and not any(row is r for r in chains[mode]):
+                print(f"table1 --combine: {mode} of {row.source} left out (its deals do not continue the "
+                      "joined runs from the first deal, or a longer run covers them)", file=sys.stderr)
     if "blueprint" not in best:
         sys.exit("table1 --combine: no blueprint run starts at the first deal")
     bp = best["blueprint"].scores
@@ -315,6 +321,7 @@ def join(rows: list[Row]) -> Row:
 
     def evaluation(key: str, values: list[float]) -> dict:
         parts = [s[key] for s in ss]
+        # mean ± s.e.m. of the values: their paired difference with zero
         mean, sem = paired_difference(torch.tensor(values), torch.zeros(len(values)))
         return {"games": len(values), "mean": mean, "sem": sem,
                 **{k: weighted(k, "games", parts) for k in ("perfect", "bombed", "mean_length")}}

@@ -81,8 +81,11 @@ def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):
     b = run_json(tmp_path / "b.json", bp[2:], {"lbs-inf": [8.0, 4.0, 5.0, 9.0]}, first=2, seconds=4.0,
                  deviation_pct=40.0)
     c = run_json(tmp_path / "c.json", bp, {"lbs-8": [5.0] * 6})
-    res = combine(tmp_path, a, b, c)
+    gap = run_json(tmp_path / "gap.json", bp[4:], {"lbs-1": [5.0, 6.0]}, first=4)  # deals 4..5 only
+    res = combine(tmp_path, a, b, c, gap)
     assert res.returncode == 0, res.stderr
+    assert "lbs-1 of gap.json left out" in res.stderr  # said, not silently dropped
+    assert not any(x.startswith("| lbs-1 ") for x in res.stdout.splitlines())
     line = next(x for x in res.stdout.splitlines() if x.startswith("| lbs-inf ")).split(" | ")
     assert line[1] == "6"  # both runs, one row
     assert line[2] == "6.333 ± 0.760"  # the six games' mean ± s.e.m.
