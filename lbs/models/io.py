@@ -14,12 +14,19 @@ from pathlib import Path
 import torch
 
 from .. import ckpt
+from ..bots import SmartBot
 from ..configs import from_dict
 from ..hanabi.config import GameConfig
 from .belief import BeliefConfig, BeliefModel
 from .qnet import NetConfig, QNet, make_qnet
 
 BLUEPRINT_KIND, BELIEF_KIND = "blueprint", "belief"
+RULE_BOTS = {SmartBot.name: SmartBot}
+"""Blueprints that need no checkpoint: where a blueprint file is expected, their name loads them."""
+
+
+def is_rule_bot(path: str | Path | None) -> bool:
+    return path is not None and str(path) in RULE_BOTS
 
 
 def resolve_device(name: str) -> torch.device:
@@ -37,9 +44,15 @@ def _float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def load_blueprint(path: str | Path, device: torch.device | str = "cpu",
-                   game: GameConfig | None = None) -> tuple[GameConfig, QNet]:
+                   game: GameConfig | None = None) -> tuple[GameConfig, QNet | SmartBot]:
     """(GameConfig, network in eval mode on `device`) from a blueprint checkpoint; weights as float32.
-    With game, the stored game config must equal it (ckpt.CheckpointError otherwise)."""
+    With game, the stored game config must equal it (ckpt.CheckpointError otherwise).
+
+    A rule bot's name instead of a path ("smartbot") gives that bot for `game` (default: 2 players); a
+    game it cannot play raises ValueError naming the field."""
+    if is_rule_bot(path):
+        game = game if game is not None else GameConfig()
+        return game, RULE_BOTS[str(path)](game, device)
     blob = ckpt.load(path, BLUEPRINT_KIND, game=game.to_dict() if game else None, map_location="cpu")
     try:
         stored_game = GameConfig.from_dict(blob["config"]["game"])
