@@ -21,29 +21,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
 from lbs import ckpt  # noqa: E402
 from lbs.configs import from_dict  # noqa: E402
-from lbs.hanabi import engine, policies  # noqa: E402
-from lbs.hanabi.config import GameConfig  # noqa: E402
+from lbs.hanabi import policies  # noqa: E402
 from lbs.models import BLUEPRINT_KIND as KIND  # noqa: E402
 from lbs.rl.trainer import TrainConfig  # noqa: E402
-from lbs.scoring import EvalResult, summarize  # noqa: E402
-from lbs.seeding import Stream, game_seeds  # noqa: E402
+from lbs.scoring import play_policy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine  # noqa: E402
-
-
-def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
-    """Score a state policy (cfg, state, seeds) -> moves on the blueprint trainer's validation deals."""
-    seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games)
-    state = engine.reset(game, seeds, torch.zeros_like(seeds))
-    for _ in range(game.max_steps):
-        state, _, _ = engine.step(game, state, policy(game, state, seeds))
-    perfect = state.fireworks.sum(1) == game.max_score
-    return summarize(state.score, perfect, state.life_tokens <= 0, state.num_steps)
 
 
 def main() -> None:
