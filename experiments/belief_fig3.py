@@ -47,8 +47,10 @@ from lbs.models import (
 )
 from lbs.rl.actors import ActorConfig, run_round
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.belief_fig3, or imported
+    from .common import machine
+else:  # python experiments/belief_fig3.py: this folder is sys.path[0]
+    from common import machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -33,8 +33,10 @@ import torch
 from lbs.hanabi import BatchedHanabi, GameConfig
 from lbs.hanabi.random_play import actor_step, core_step, start
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import cpu_name  # noqa: E402
+if __package__:  # python -m experiments.bench_env, or imported
+    from .common import cpu_name
+else:  # python experiments/bench_env.py: this folder is sys.path[0]
+    from common import cpu_name
 
 
 @dataclass

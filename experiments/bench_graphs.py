@@ -28,8 +28,10 @@ from lbs.models import NetConfig, load_blueprint, make_qnet, resolve_device
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_graphs, or imported
+    from .common import machine, write_result
+else:  # python experiments/bench_graphs.py: this folder is sys.path[0]
+    from common import machine, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,8 +24,10 @@ from lbs.ckpt import CheckpointError
 from lbs.models import load_blueprint, resolve_device
 from lbs.models.qnet import lstm_cells
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_lstm_step, or imported
+    from .common import machine, result_path, write_result
+else:  # python experiments/bench_lstm_step.py: this folder is sys.path[0]
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 

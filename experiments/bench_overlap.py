@@ -24,8 +24,10 @@ import torch
 
 from lbs.rl.trainer import PRESETS, Trainer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_overlap, or imported
+    from .common import machine, write_result
+else:  # python experiments/bench_overlap.py: this folder is sys.path[0]
+    from common import machine, write_result
 
 
 def one_run(cfg, overlap: bool) -> dict[str, float]:

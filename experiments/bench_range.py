@@ -30,8 +30,10 @@ from lbs.hanabi import engine
 from lbs.models import load_blueprint
 from lbs.search.exact_range import ExactRange
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.bench_range, or imported
+    from .common import machine
+else:  # python experiments/bench_range.py: this folder is sys.path[0]
+    from common import machine
 
 
 def games(game, net, n: int, turns: int) -> list[Turn]:

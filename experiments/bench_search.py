@@ -27,8 +27,10 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampl
 from lbs.search.exact_range import ExactRange
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_search, or imported
+    from .common import machine, result_path, write_result
+else:  # python experiments/bench_search.py: this folder is sys.path[0]
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}

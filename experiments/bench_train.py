@@ -22,8 +22,10 @@ from lbs.models import NetConfig, resolve_device
 from lbs.rl.actors import ActorConfig
 from lbs.rl.trainer import PRESETS, Trainer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.bench_train, or imported
+    from .common import machine
+else:  # python experiments/bench_train.py: this folder is sys.path[0]
+    from common import machine
 
 
 def main() -> None:

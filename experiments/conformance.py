@@ -30,8 +30,10 @@ from lbs.hanabi.interop.differential import EDGE_CASES, DiffReport, differential
 from lbs.hanabi.policies import conformance_policy
 from lbs.hanabi.variants import VARIANTS
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.conformance, or imported
+    from .common import machine
+else:  # python experiments/conformance.py: this folder is sys.path[0]
+    from common import machine
 
 # The named configs plus more corners of the rules.
 CONFIGS: dict[str, GameConfig] = {

@@ -38,8 +38,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.gpu_check, or imported
+    from .common import machine
+else:  # python experiments/gpu_check.py: this folder is sys.path[0]
+    from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

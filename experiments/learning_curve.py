@@ -29,8 +29,10 @@ from lbs.models import BLUEPRINT_KIND as KIND  # noqa: E402
 from lbs.rl.trainer import TrainConfig  # noqa: E402
 from lbs.scoring import play_policy  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.learning_curve, or imported
+    from .common import machine
+else:  # python experiments/learning_curve.py: this folder is sys.path[0]
+    from common import machine
 
 
 def main() -> None:

@@ -28,8 +28,10 @@ from lbs.models import load_blueprint, resolve_device
 from lbs.search.rollouts import rollout_returns
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.profile_rollouts, or imported
+    from .common import machine
+else:  # python experiments/profile_rollouts.py: this folder is sys.path[0]
+    from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,8 +34,10 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampl
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path  # noqa: E402
+if __package__:  # python -m experiments.table1, or imported
+    from .common import machine, result_path
+else:  # python experiments/table1.py: this folder is sys.path[0]
+    from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
