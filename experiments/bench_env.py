@@ -7,7 +7,7 @@ of every player, a uniformly random legal move (lbs.hanabi.engine.random_moves, 
 step itself and the automatic reset of finished games (as BatchedHanabi does). The HLE baseline does
 the same through its Python API in the same run: deal moves, legal moves, encode every player's
 observation, apply a random legal move, start a new game when one ends. Results (date, machine,
-command, table, HLE baseline) go to experiments/results/bench_env_<date>.md.
+command, table, HLE baseline) go to experiments/results/bench_env/bench_env_<date>.md.
 
 Memory per game: CUDA, torch.cuda.max_memory_allocated over a few steps minus what was allocated
 before, divided by the batch; CPU, the peak RSS of a fresh process doing a few steps at this batch
@@ -64,7 +64,7 @@ class Args:
     compile: bool = False
     """also time torch.compile(actor_step)"""
     seed: int = 0
-    out: str = "experiments/results"
+    out: str = "experiments/results/bench_env"
     mem_probe: int = 0
     """internal: print the peak RSS of a few actor steps at this batch size and exit"""
 

@@ -8,7 +8,7 @@ evaluation and search rollouts run); "round" times a recorded actor round (explo
 colour shuffles, the recording hook) and reports slot-steps/s (games x seats x steps), issue 12's
 actor unit. Captured timings exclude the one-off capture, reported apart. Off CUDA the captured path
 runs eagerly on its static buffers, so its numbers there only show that path's overhead.
-Writes experiments/results/bench_graphs_<date>_<device>.md with --record, else a scratch file.
+Writes experiments/results/bench_graphs/bench_graphs_<date>_<device>.md with --record, else a scratch file.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> Path:
                     help="the shipped full-game blueprint, or the paper-size network (random weights)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/bench_graphs_<date>_NAME.md")
+    ap.add_argument("--record", default=None, help="write results/bench_graphs/..._<date>_NAME.md")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

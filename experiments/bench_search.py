@@ -7,7 +7,7 @@
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
 47 s per game, LBS-1 6 s, SPARTA 215 s). Writes to --out (a scratch folder) unless --record NAME, which
-writes experiments/results/bench_search_<date>_NAME.md.
+writes experiments/results/bench_search/bench_search_<date>_NAME.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 Learner: R2D2 updates on batches of `--batch` sequences of length `--seq` (full 2-player game, the
 paper network unless --hidden is given). Actors: lockstep self-play rounds of `--games` games.
-Writes experiments/results/bench_train_<date>_<device>.md.
+Writes experiments/results/bench_train/bench_train_<date>_<device>.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--precision", default="32-true")
-    ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--out", default="experiments/results/bench_train")
     args = ap.parse_args()
     dev = resolve_device(args.device)
     cfg = replace(

@@ -2,7 +2,7 @@
 
 Every game is played in lockstep in both (lbs.hanabi.interop.differential): legal moves, every player's
 canonical observation, tokens, fireworks, deck size, current player, reward, score and termination
-are compared before every move and at the end. Writes experiments/results/conformance_<date>.md
+are compared before every move and at the end. Writes experiments/results/conformance/conformance_<date>.md
 (date, machine, command, games, steps, mismatches, time) and saves any mismatching game as a
 GameRecord JSON next to it.
 
@@ -56,7 +56,7 @@ class Args:
     batch: int = 256  # games per lockstep batch
     workers: int = 1  # processes (at most 2: the machine is shared)
     seed: int = 1  # games of config k use seeds seed * 10**9 + k * 10**7 + i
-    out: str = "experiments/results"
+    out: str = "experiments/results/conformance"
 
 
 def run_chunk(name: str, seeds: list[int]) -> tuple[str, DiffReport]:

@@ -4,7 +4,7 @@
     python experiments/learning_curve.py runs/blueprint/tiny-.../latest.pt --record --name tiny
 
 Writes learning_curve_<name>.{png,md} into the run's own folder (the same curve as W&B's eval/mean
-panel, for users without W&B); --record writes into the tracked experiments/results/ instead.
+panel, for users without W&B); --record writes into the tracked experiments/results/learning_curve/.
 
 Baselines play the same evaluation seeds as the trainer's greedy evaluation: uniformly random legal
 moves, and "safe play" (never plays a card its hints do not prove playable; lbs.hanabi.policies).
@@ -40,13 +40,14 @@ def main() -> None:
     ap.add_argument("checkpoint", help="a run folder (its latest.pt) or a blueprint checkpoint")
     ap.add_argument("--games", type=int, default=1000)
     ap.add_argument("--name", default=None, help="default: the run folder's name")
-    ap.add_argument("--out", default=None, help="default: the run folder (experiments/results with --record)")
-    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
+    ap.add_argument("--out", default=None, help="default: the run folder (or see --record)")
+    ap.add_argument("--record", action="store_true", help="write into the tracked results/learning_curve/")
     args = ap.parse_args()
     path = Path(args.checkpoint)
     path = path / "latest.pt" if path.is_dir() else path
     args.name = args.name or path.parent.name
-    args.out = args.out or str(Path(__file__).parent / "results" if args.record else path.parent)
+    tracked = Path(__file__).parent / "results" / "learning_curve"
+    args.out = args.out or str(tracked if args.record else path.parent)
     try:
         blob = ckpt.load(path, KIND)
     except ckpt.CheckpointError as e:

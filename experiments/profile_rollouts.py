@@ -7,7 +7,7 @@ operations of one eager batch under torch.profiler.
 The batch is `--rows` games of the shipped blueprint played `--warm` moves in, each making a random legal
 first move and then `--depth` greedy blueprint moves (LBS-k's rollout; lbs.search.rollouts.rollout_returns).
 This is the profile that found cuDNN's one-step LSTM kernel taking 90% of a rollout on an H100
-(experiments/results/bench_search_2026-11-22_h100.md). Prints only; nothing is written.
+(experiments/results/bench_search/bench_search_2026-11-22_h100.md). Prints only; nothing is written.
 """
 
 from __future__ import annotations

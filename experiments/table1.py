@@ -10,7 +10,7 @@ paired difference with the blueprint (± its standard error), perfect %, time pe
 how often the search move replaced the blueprint move, sampler fallbacks, and (when SPARTA ran) the share
 of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA. Also a figure: gain over
 the blueprint against time per game, one point per mode. Writes into --out (a scratch folder) unless
---record NAME, which writes experiments/results/table1_<date>_NAME.{md,png,json}.
+--record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/table1_<date>_NAME.* instead")
+    ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
     args = ap.parse_args()
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     if args.combine:

@@ -169,7 +169,7 @@ PRESETS: dict[str, TrainConfig] = {
         overlap=True,
     ),
     # About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
-    # play and the scripted "safe play" heuristic (experiments/results/learning_curve_tiny.md).
+    # play and the scripted "safe play" heuristic (experiments/results/learning_curve/learning_curve_tiny.md).
     "tiny": TrainConfig(
         game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
         net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
