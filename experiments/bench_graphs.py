@@ -5,10 +5,11 @@
 The step is lbs.acting.play's: every seat's observation, the Q-network (served by the InferenceServer),
 greedy or epsilon-greedy actions, the engine step. "play" times greedy play from a fresh deal (what
 evaluation and search rollouts run); "round" times a recorded actor round (exploration, other-play
-colour shuffles, the recording hook) and reports slot-steps/s (games x seats x steps), issue 12's
-actor unit. Captured timings exclude the one-off capture, reported apart. Off CUDA the captured path
+colour shuffles, the recording hook) and reports slot-steps/s (games x seats x steps), the
+actor's unit. Captured timings exclude the one-off capture, reported apart. Off CUDA the captured path
 runs eagerly on its static buffers, so its numbers there only show that path's overhead.
-Writes experiments/results/bench_graphs/bench_graphs_<date>_<device>.md with --record, else a scratch file.
+Writes experiments/results/bench_graphs/bench_graphs_<date>_<device>.md with --record, else a scratch
+file.
 """
 
 from __future__ import annotations
