@@ -19,7 +19,7 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
   overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
-           their CUDA test, README)
+           their CUDA test, docs/gpu.md)
   curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.

@@ -119,7 +119,7 @@ def test_cli_tiny_run_and_eval(tmp_path):
 
 
 def test_tiny_preset_beats_safe_play(tmp_path):
-    """The README's headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
+    """The blueprint docs' headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
     heuristic (and random play) on the trainer's own evaluation deals. The whole preset, ~1.5 min."""
     from lbs.hanabi import policies
     from lbs.scoring import play_policy
