@@ -49,7 +49,7 @@ from lbs.rl.actors import ActorConfig, run_round
 
 if __package__:  # python -m experiments.belief_fig3, or imported
     from .common import machine
-else:  # python experiments/belief_fig3.py: this folder is sys.path[0]
+else:  # python experiments/belief_fig3.py: this folder is first on the import path
     from common import machine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "belief_fig3"

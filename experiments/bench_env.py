@@ -35,7 +35,7 @@ from lbs.hanabi.random_play import actor_step, core_step, start
 
 if __package__:  # python -m experiments.bench_env, or imported
     from .common import cpu_name
-else:  # python experiments/bench_env.py: this folder is sys.path[0]
+else:  # python experiments/bench_env.py: this folder is first on the import path
     from common import cpu_name
 
 

@@ -31,7 +31,7 @@ from lbs.seeding import Stream, game_seeds
 
 if __package__:  # python -m experiments.bench_graphs, or imported
     from .common import machine, write_result
-else:  # python experiments/bench_graphs.py: this folder is sys.path[0]
+else:  # python experiments/bench_graphs.py: this folder is first on the import path
     from common import machine, write_result
 
 ROOT = Path(__file__).resolve().parent.parent

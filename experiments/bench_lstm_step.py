@@ -27,7 +27,7 @@ from lbs.models.qnet import lstm_cells
 
 if __package__:  # python -m experiments.bench_lstm_step, or imported
     from .common import machine, result_path, write_result
-else:  # python experiments/bench_lstm_step.py: this folder is sys.path[0]
+else:  # python experiments/bench_lstm_step.py: this folder is first on the import path
     from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent

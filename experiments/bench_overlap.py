@@ -26,7 +26,7 @@ from lbs.rl.trainer import PRESETS, Trainer
 
 if __package__:  # python -m experiments.bench_overlap, or imported
     from .common import machine, write_result
-else:  # python experiments/bench_overlap.py: this folder is sys.path[0]
+else:  # python experiments/bench_overlap.py: this folder is first on the import path
     from common import machine, write_result
 
 

@@ -32,7 +32,7 @@ from lbs.search.exact_range import ExactRange
 
 if __package__:  # python -m experiments.bench_range, or imported
     from .common import machine
-else:  # python experiments/bench_range.py: this folder is sys.path[0]
+else:  # python experiments/bench_range.py: this folder is first on the import path
     from common import machine
 
 

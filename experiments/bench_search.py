@@ -29,7 +29,7 @@ from lbs.search.samplers import serve
 
 if __package__:  # python -m experiments.bench_search, or imported
     from .common import machine, result_path, write_result
-else:  # python experiments/bench_search.py: this folder is sys.path[0]
+else:  # python experiments/bench_search.py: this folder is first on the import path
     from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent

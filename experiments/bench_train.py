@@ -24,7 +24,7 @@ from lbs.rl.trainer import PRESETS, Trainer
 
 if __package__:  # python -m experiments.bench_train, or imported
     from .common import machine
-else:  # python experiments/bench_train.py: this folder is sys.path[0]
+else:  # python experiments/bench_train.py: this folder is first on the import path
     from common import machine
 
 

@@ -32,7 +32,7 @@ from lbs.hanabi.variants import VARIANTS
 
 if __package__:  # python -m experiments.conformance, or imported
     from .common import machine
-else:  # python experiments/conformance.py: this folder is sys.path[0]
+else:  # python experiments/conformance.py: this folder is first on the import path
     from common import machine
 
 # The named configs plus more corners of the rules.

@@ -40,7 +40,7 @@ import torch
 
 if __package__:  # python -m experiments.gpu_check, or imported
     from .common import machine
-else:  # python experiments/gpu_check.py: this folder is sys.path[0]
+else:  # python experiments/gpu_check.py: this folder is first on the import path
     from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent

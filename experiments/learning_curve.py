@@ -31,7 +31,7 @@ from lbs.scoring import play_policy  # noqa: E402
 
 if __package__:  # python -m experiments.learning_curve, or imported
     from .common import machine
-else:  # python experiments/learning_curve.py: this folder is sys.path[0]
+else:  # python experiments/learning_curve.py: this folder is first on the import path
     from common import machine
 
 

@@ -30,7 +30,7 @@ from lbs.search.samplers import serve
 
 if __package__:  # python -m experiments.profile_rollouts, or imported
     from .common import machine
-else:  # python experiments/profile_rollouts.py: this folder is sys.path[0]
+else:  # python experiments/profile_rollouts.py: this folder is first on the import path
     from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from lbs.models import load_belief, load_blueprint, resolve_device
 
 if __package__:  # python -m experiments.ship_belief, or imported
     from .common import machine, write_card
-else:  # python experiments/ship_belief.py: this folder is sys.path[0]
+else:  # python experiments/ship_belief.py: this folder is first on the import path
     from common import machine, write_card
 
 

@@ -23,7 +23,7 @@ from lbs.scoring import evaluate
 
 if __package__:  # python -m experiments.ship_blueprint, or imported
     from .common import machine, write_card
-else:  # python experiments/ship_blueprint.py: this folder is sys.path[0]
+else:  # python experiments/ship_blueprint.py: this folder is first on the import path
     from common import machine, write_card
 
 

@@ -36,7 +36,7 @@ from lbs.search.samplers import serve
 
 if __package__:  # python -m experiments.table1, or imported
     from .common import machine, result_path
-else:  # python experiments/table1.py: this folder is sys.path[0]
+else:  # python experiments/table1.py: this folder is first on the import path
     from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
