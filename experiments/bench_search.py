@@ -7,7 +7,7 @@
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
 47 s per game, LBS-1 6 s, SPARTA 215 s). Writes to --out (a scratch folder) unless --record NAME, which
-writes experiments/results/bench_search_<date>_NAME.md.
+writes experiments/results/bench_search/bench_search_<date>_NAME.md.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampl
 from lbs.search.exact_range import ExactRange
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_search, or imported
+    from .common import machine, result_path, write_result
+else:  # python experiments/bench_search.py: this folder is first on the import path
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}

@@ -4,7 +4,7 @@
 
 Learner: R2D2 updates on batches of `--batch` sequences of length `--seq` (full 2-player game, the
 paper network unless --hidden is given). Actors: lockstep self-play rounds of `--games` games.
-Writes experiments/results/bench_train_<date>_<device>.md.
+Writes experiments/results/bench_train/bench_train_<date>_<device>.md.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from lbs.models import NetConfig, resolve_device
 from lbs.rl.actors import ActorConfig
 from lbs.rl.trainer import PRESETS, Trainer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.bench_train, or imported
+    from .common import machine
+else:  # python experiments/bench_train.py: this folder is first on the import path
+    from common import machine
 
 
 def main() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--precision", default="32-true")
-    ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--out", default="experiments/results/bench_train")
     args = ap.parse_args()
     dev = resolve_device(args.device)
     cfg = replace(

@@ -4,7 +4,8 @@
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
     python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
     python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
-    python experiments/diagnose_lbs.py --deviations experiments/results/lbs16_10k_full_2p_2026-11-22.json
+    python experiments/diagnose_lbs.py --deviations \
+        experiments/results/search/lbs16_10k_full_2p_2026-11-22.json
 
 --plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
 compares how often the card turns out playable with the probability the learned belief (the share of its

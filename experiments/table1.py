@@ -10,7 +10,7 @@ paired difference with the blueprint (± its standard error), perfect %, time pe
 how often the search move replaced the blueprint move, sampler fallbacks, and (when SPARTA ran) the share
 of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA. Also a figure: gain over
 the blueprint against time per game, one point per mode. Writes into --out (a scratch folder) unless
---record NAME, which writes experiments/results/table1_<date>_NAME.{md,png,json}.
+--record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampl
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path  # noqa: E402
+if __package__:  # python -m experiments.table1, or imported
+    from .common import machine, result_path
+else:  # python experiments/table1.py: this folder is first on the import path
+    from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -88,7 +90,7 @@ def main() -> None:
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/table1_<date>_NAME.* instead")
+    ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
     args = ap.parse_args()
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     if args.combine:

@@ -5,7 +5,7 @@ into one forward pass (concatenated along the batch, run once, split back), and 
 in new weights atomically, so a forward pass never sees half-loaded weights.
 
 Batching rule for `call` arguments and results: a Tensor has its batch on dim 0; a tuple of
-tensors (a recurrent state such as nets.HiddenState) has it on dim 1; None passes through; other
+tensors (a recurrent state such as models.qnet.HiddenState) has it on dim 1; None passes through; other
 constants go in keyword arguments (requests are merged only when those are equal).
 """
 
@@ -220,7 +220,7 @@ class InferenceServer:
         """Epsilon-greedy actions [B] over legal moves, with q [B, A] and the next state.
 
         Only the forward pass is shared with other callers; the exploration draws use this caller's
-        keys (hashed counters, see nets.epsilon_greedy) or generator, so they do not depend on batching.
+        keys (hashed counters, see acting.epsilon_greedy) or generator, so they do not depend on batching.
         """
         if legal.dim() != 2:
             raise ValueError(f"act takes one step: legal must be [B, A], got {tuple(legal.shape)}")

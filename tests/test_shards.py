@@ -49,9 +49,7 @@ def _search(game, net, belief, games, batch_games, shard=ONE):
 
 # Each rank scores its slice of 25 games (batch 4) and searches its slice of 3 games (2 at a time).
 WORKER = """
-import sys
 import torch
-sys.path.insert(0, {tests!r})
 from test_shards import BELIEF, BLUEPRINT, _search
 from lbs.models import load_belief, load_blueprint
 from lbs.scoring import eval_games
@@ -68,7 +66,7 @@ torch.save({{"rows": rows, "search": search}}, {tmp!r} + f"/rank{{shard.rank}}.p
 
 
 def test_two_processes_score_and_search_the_games_one_process_plays(tmp_path, one_thread):
-    ranks = run_ranks(WORKER.format(tests=str(ROOT / "tests"), tmp=str(tmp_path)), 2, tmp_path)
+    ranks = run_ranks(WORKER.format(tmp=str(tmp_path)), 2, tmp_path, imports=ROOT / "tests")
     for r, p in enumerate(ranks):
         assert p.returncode == 0, f"rank {r}: {p.stderr[-3000:]}"
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))

@@ -81,9 +81,10 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, 
     """lstm(x, hid) for batch-first x [B, T, D]; one step (acting, search rollouts) runs as explicit cells
     (lstm_cells) on every device. On CUDA cuDNN picks a persistent kernel for a single step of a wide
     batch that is ~100x slower than the matmuls it replaces (4.6 ms per layer at 16,384 rows x 128 on an
-    H100, 90% of a search rollout; experiments/results/bench_search_2026-11-22_h100.md); on CPU oneDNN's
-    step is 1.64x slower than the cells at a rollout batch's 16,384 rows
-    (experiments/results/bench_lstm_step_2026-11-22_cpu.md). Sequences (training) keep the fused layer."""
+    H100, 90% of a search rollout; experiments/results/bench_search/bench_search_2026-11-22_h100.md); on
+    CPU oneDNN's step is 1.64x slower than the cells at a rollout batch's 16,384 rows
+    (experiments/results/bench_lstm_step/bench_lstm_step_2026-11-22_cpu.md). Sequences (training) keep
+    the fused layer."""
     if x.shape[1] == 1:
         return lstm_cells(lstm, x, hid)
     return lstm(x, tuple(hid))

@@ -150,7 +150,7 @@ class TrainConfig:
 PRESETS: dict[str, TrainConfig] = {
     "paper": TrainConfig(),
     # One H100-class GPU. UNTUNED: these values are reasoned, not measured, until this preset's learning
-    # curve is recorded on a GPU. From the H100 numbers: actors 431K slot-steps/s at 8,192 games;
+    # curve is recorded on a GPU. From measured H100 numbers: actors 431K slot-steps/s at 8,192 games;
     # learner 5,500 sequences/s bf16 at batch 128 x 80 (4,400 fp32); `--preset paper` with 1,024 games,
     # batch 256 and bf16 made ~10 updates/s with acting and learning taking turns (its 16 updates are
     # ~0.75 s of a ~1.6 s round, so acting took about half). Hence bf16, batch 256 (~20 updates/s of
@@ -169,7 +169,7 @@ PRESETS: dict[str, TrainConfig] = {
         overlap=True,
     ),
     # About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
-    # play and the scripted "safe play" heuristic (experiments/results/learning_curve_tiny.md).
+    # play and the scripted "safe play" heuristic (experiments/results/learning_curve/learning_curve_tiny.md).
     "tiny": TrainConfig(
         game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
         net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),

@@ -119,12 +119,10 @@ def test_cli_tiny_run_and_eval(tmp_path):
 
 
 def test_tiny_preset_beats_safe_play(tmp_path):
-    """The README's headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
+    """The blueprint docs' headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
     heuristic (and random play) on the trainer's own evaluation deals. The whole preset, ~1.5 min."""
-    sys.path.insert(0, str(ROOT / "experiments"))
-    from learning_curve import play_policy
-
     from lbs.hanabi import policies
+    from lbs.scoring import play_policy
 
     cfg = replace(PRESETS["tiny"], out_dir=str(tmp_path / "learn"), wandb_mode="disabled")
     result = Trainer(cfg, progress=False).run()

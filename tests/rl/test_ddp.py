@@ -18,11 +18,10 @@ from lbs.rl.trainer import Trainer
 # then the run to its end; what it saw goes to rank<r>.pt. Every rank gets its own out_dir, so a write
 # by rank 1 would show.
 WORKER = """
-import os, sys
+import os
 from dataclasses import replace
 from pathlib import Path
 import torch
-sys.path.insert(0, {tests!r})
 from test_blueprint import micro_config
 from lbs.rl.trainer import Trainer
 
@@ -51,7 +50,7 @@ torch.save({{"first": first, "local": local, "synced": synced, "result": result,
 
 
 def test_ddp_averages_gradients_and_rank0_alone_writes(tmp_path):
-    ranks = run_ranks(WORKER.format(tests=str(ROOT / "tests" / "rl"), tmp=str(tmp_path)), 2, tmp_path)
+    ranks = run_ranks(WORKER.format(tmp=str(tmp_path)), 2, tmp_path, imports=ROOT / "tests" / "rl")
     for r, p in enumerate(ranks):
         assert p.returncode == 0, f"rank {r}: {p.stderr[-3000:]}"
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
