@@ -137,14 +137,20 @@ class SmartBot:
 
     def step(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
              state: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
-        """Read the last move into the knowledge, then choose: scores [R, A], 1 on the move."""
+        """Every seat reads the last move into its knowledge; the seat to move in each game chooses.
+        Scores [R, A]: 1 on the move (seats not to move: on the no-op, their only legal action)."""
         del publ  # the canonical observation holds everything SmartBot reads
         g = self.game
         ob = decode(g, priv)
         possible = advance(g, state, ob)
-        move = decide(g, possible, ob)
+        # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
+        n = priv.shape[0] // g.players
+        moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
+        rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
+        move = decide(g, possible.index_select(0, rows), _Obs(*(x.index_select(0, rows) for x in ob)))
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
-        scores.scatter_(1, move[:, None], 1.0)
+        scores[:, g.num_moves] = 1.0
+        scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, SmartBotState(possible, state.seat, ob.fireworks, ob.seen, ob.deck, ob.hints)
 
 
@@ -310,13 +316,14 @@ def could_be_valuable_with_rank(game: GameConfig, m: torch.Tensor, rank: torch.T
 
 
 def no_warning_given(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, mover: torch.Tensor,
-                     where: torch.Tensor, deck: torch.Tensor, hints: torch.Tensor,
-                     bd: _Board) -> torch.Tensor:
-    """The player after `mover` was not warned: the card they would discard next is not valuable (only
-    while cards are left to draw and a warning could have been given)."""
+                     where: torch.Tensor, deck: torch.Tensor, hints: torch.Tensor, bd: _Board,
+                     slot: torch.Tensor | None = None) -> torch.Tensor:
+    """The player after `mover` was not warned: the card they would discard next (`slot`, computed here if
+    not given) is not valuable; only while cards are left to draw and a warning could have been given."""
     nxt = (mover + 1) % game.players
     cards = _player(possible, nxt)
-    slot = next_discard(game, cards, _player(present, nxt), bd)
+    if slot is None:
+        slot = next_discard(game, cards, _player(present, nxt), bd)
     where = where & (deck != 0) & (hints != 0) & (slot >= 0)
     cards = torch.where(_at(game.hand_size, slot, where), cards & ~bd.valuable[:, None], cards)
     return _put_player(possible, nxt, cards, where)
@@ -342,8 +349,12 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     is_card = moved & ((ob.kind == PLAY) | (ob.kind == DISCARD))
     is_hint = moved & ((ob.kind == REVEAL_COLOR) | (ob.kind == REVEAL_RANK))
 
+    # the card the player after the mover would discard next, before the move (a hint may warn about it)
+    nxt = (mover + 1) % p
+    to_discard = next_discard(g, _player(possible, nxt), _player(present, nxt), pre)
     # a play or discard is no warning
-    possible = no_warning_given(g, possible, present, mover, is_card, state.deck, state.hints, pre)
+    possible = no_warning_given(g, possible, present, mover, is_card, state.deck, state.hints, pre,
+                                to_discard)
     # discarding a card known to be playable: the first partner (in seat order) holding it newest has it,
     # and if I see nobody, I have it
     thrown = _slot(_player(possible, mover), ob.slot)
@@ -366,11 +377,11 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     drawn = torch.where(state.deck != 0, mk.full, 0).int()
     shifted = torch.where(idx[None, :] == h - 1, drawn[:, None], shifted)
     possible = _put_player(possible, mover, shifted, is_card)
-    return _observe_hint(g, possible, present, state, ob, is_hint, pre)
+    return _observe_hint(g, possible, present, state, ob, is_hint, pre, to_discard)
 
 
 def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, state: SmartBotState,
-                  ob: _Obs, is_hint: torch.Tensor, pre: _Board) -> torch.Tensor:
+                  ob: _Obs, is_hint: torch.Tensor, pre: _Board, slot: torch.Tensor) -> torch.Tensor:
     """A hint: the touched cards have the hinted colour or rank and the others have not; a warning marks its
     card valuable, any other hint marks the newest card it leaves possibly playable as playable (unless it
     showed a playable card outright, or gives back a hint token at 8 tokens)."""
@@ -379,7 +390,6 @@ def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tenso
     mover, to = ob.actor.clamp(min=0), ob.target.clamp(min=0)
     is_rank = is_hint & (ob.kind == REVEAL_RANK)
     nxt = (mover + 1) % p
-    slot = next_discard(g, _player(possible, nxt), _player(present, nxt), pre)
     reclaim = is_rank & (state.hints == g.max_info_tokens) & (mover == (to + 1) % p) & ob.reveal[:, 0]
     cards = _player(possible, to)  # [R, H]
     on_slot = _at(h, slot, slot >= 0)
@@ -458,10 +468,10 @@ def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs) -> torch.Tensor:
     # every card valuable: the highest rank I know
     last_resort = torch.where(here, card_rank(g, mine), -2).argmax(1)
 
-    hint_fit, hint_move = best_hints(g, possible, ob, bd)  # [R, P-1]
-    helpful = hint_move.gather(1, hint_fit.argmax(1)[:, None]).squeeze(1)
     # the next player is about to discard a valuable card: a hint that makes them play, else a warning
     warn_slot = next_discard(g, possible[:, 1], ob.present[:, 1], bd)
+    hint_fit, hint_move = best_hints(g, possible, ob, bd, warn_slot)  # [R, P-1]
+    helpful = hint_move.gather(1, hint_fit.argmax(1)[:, None]).squeeze(1)
     warn_card = _slot(ob.hands[:, 1], warn_slot).clamp(min=0)
     must_warn = (ob.hints > 0) & (warn_slot >= 0) & (((bd.valuable >> warn_card) & 1) == 1)
     warning = torch.where(hint_fit[:, 0] > 0, hint_move[:, 0], rank_hint(g, 1, tb.card_rank[warn_card]))
@@ -502,10 +512,11 @@ def rank_hint(game: GameConfig, offset: int | torch.Tensor, rank: torch.Tensor) 
     return 2 * g.hand_size + (g.players - 1) * g.colors + (offset - 1) * g.ranks + rank
 
 
-def best_hints(game: GameConfig, possible: torch.Tensor, ob: _Obs,
-               bd: _Board) -> tuple[torch.Tensor, torch.Tensor]:
+def best_hints(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board,
+               d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per partner [R, P-1]: (fitness, move) of the hint that shows them a playable card without misleading
-    them and rules out the most identities; colours before ranks, the first on ties; fitness -1: none."""
+    them and rules out the most identities; colours before ranks, the first on ties; fitness -1: none.
+    d [R]: the slot the next player would discard next."""
     g, tb, mk = game, tables(game, possible.device), _masks(game, possible.device)
     p, h, c = g.players, g.hand_size, g.colors
     dev = possible.device
@@ -524,7 +535,6 @@ def best_hints(game: GameConfig, possible: torch.Tensor, ob: _Obs,
     really = ((bd.playable[:, None, None] >> cards) & 1 == 1) & here  # [R, Q, H]
     newest_playable = really.gather(2, newest.clamp(min=0)) & (newest >= 0)
     # a rank hint on the next player's discard card that could make it valuable would read as a warning
-    d = next_discard(g, possible[:, 1], ob.present[:, 1], bd)
     d_rank = tb.card_rank[_slot(ob.hands[:, 1], d).clamp(min=0)]
     avoid = torch.where((d >= 0) & could_be_valuable_with_rank(g, _slot(possible[:, 1], d), d_rank, bd),
                         d_rank + c, -1)  # hint index to avoid [R]
