@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lbs.models import load_belief, load_blueprint
-from lbs.search.agent import SearchConfig, parse_mode, play_games, sampler_factory
-from lbs.search.samplers import serve
+from lbs.search.agent import play_games
+from lbs.search.config import SearchConfig
+from lbs.search.setup import build_search
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = json.loads((Path(__file__).parent / "fixtures" / "pinned_search.json").read_text())
@@ -42,16 +42,9 @@ def digest(results) -> str:
 def test_search_decisions_and_scores_are_pinned(name):
     pair, mode, seat, max_range, games, rollouts, min_rollouts = RUNS[name]
     bp, bl = ROOT / "checkpoints" / f"blueprint_{pair}.pt", ROOT / "checkpoints" / f"belief_{pair}.pt"
-    game, net = load_blueprint(bp)
-    _, model = load_belief(bl, blueprint_path=bp, game=game)
-    server = serve(net, model)
-    kind, depth = parse_mode(mode)
-    cfg = SearchConfig(depth=depth, rollouts=rollouts, min_rollouts=min_rollouts, seat=seat)
-    with torch.no_grad():
-        res = play_games(game, server.step, server.initial_state,
-                         sampler_factory(kind, game, server, net, seat, max_range), cfg, games, seed=7,
-                         batch_games=2)
-    server.close()
+    cfg = SearchConfig(rollouts=rollouts, min_rollouts=min_rollouts, seat=seat, max_range=max_range)
+    with build_search(mode, bp, bl, cfg=cfg) as setup, torch.no_grad():
+        res = play_games(setup, games, seed=7, batch_games=2)
     want = PINNED[name]
     assert [r.record.moves for r in res] == want["moves"]
     assert [r.record.score for r in res] == want["scores"]
