@@ -1,19 +1,20 @@
 """Play Hanabi games with one seat searching (LBS or SPARTA) and report the score and the time.
 
-    python search/run.py --mode lbs-16                      # 2 games at 1,000 rollouts: minutes on a CPU
+    python search/run.py --mode lbs-16                      # 2 games at 500 rollouts: minutes on a CPU
     python search/run.py --mode lbs-16 --paper --games 100 --device cuda   # the paper's search budget
     python search/run.py --mode lbs-1 --games 200 --rollouts 1000 --min-rollouts 50
     python search/run.py --mode lbs-inf --batch-games 64 --device cuda --out runs/search/inf.json
     python search/run.py --mode blueprint --games 1000         # the blueprint alone
     python search/run.py --mode lbs-16 --show 1                 # print the first game as a text trace
 
-The default budget (QUICK: 1,000 rollouts per searched move, 50 per move before pruning) is for a first
-run on a CPU; --paper starts from the LBS paper's (10,000 and 100) and any SearchConfig flag overrides
-either. Games are the evaluation deals of --seed (lbs.seeding): the blueprint is replayed on the same
-deals and the paired difference reported. `--devices N` plays them in N processes (N GPUs with --device
-cuda), each its slice of the game numbers; the first process gathers every game and reports, the same
-games as one process. The JSON result holds every number and every game as a record (config, deck,
-moves) with, for each searched move, the candidates' values, rollout counts and the choice.
+The default budget (QUICK: 500 rollouts per searched move, 25 per move before pruning, one torch
+thread) is for a first run on a CPU; --paper starts from the LBS paper's (10,000 and 100) and any
+SearchConfig flag overrides either. Games are the evaluation deals of --seed (lbs.seeding): the
+blueprint is replayed on the same deals and the paired difference reported. `--devices N` plays them in
+N processes (N GPUs with --device cuda), each its slice of the game numbers; the first process gathers
+every game and reports, the same games as one process. The JSON result holds every number and every
+game as a record (config, deck, moves) with, for each searched move, the candidates' values, rollout
+counts and the choice.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from lbs.shards import launch, plan, rank_device
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
-QUICK = SearchConfig(rollouts=1000, min_rollouts=50)
+QUICK = SearchConfig(rollouts=500, min_rollouts=25)
 """The default budget: a first run finishes in minutes on a CPU."""
 PAPER = SearchConfig()
 """The LBS paper's budget (SearchConfig's defaults)."""
@@ -71,8 +72,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--devices", type=int, default=1,
                     help="processes (GPUs with cuda) sharing the games (default 1)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch CPU threads per process (0: torch's default, divided by --devices)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads per process (default 1: on a small shared CPU more threads wait "
+                    "on each other; 0: torch's default, divided by --devices)")
     ap.add_argument("--out", default=None, help="JSON result path (default runs/search/<mode>-<time>.json)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     ap.add_argument("--show", type=int, default=0, help="print the first N games as text traces")
@@ -92,7 +94,7 @@ class Bar:
 
     def __init__(self, mode: Mode, games: int, disable: bool):
         self.mode, self.games = mode, games
-        unit = "searched move" if mode.searches else "game"
+        unit = " searched moves" if mode.searches else " games"
         self.bar = tqdm(total=None if mode.searches else games, desc=str(mode), unit=unit, disable=disable)
 
     def __call__(self, p: Progress) -> None:
