@@ -94,8 +94,8 @@ class Bar:
 
     def __init__(self, mode: Mode, games: int, disable: bool):
         self.mode, self.games = mode, games
-        unit = " searched moves" if mode.searches else " games"
-        self.bar = tqdm(total=None if mode.searches else games, desc=str(mode), unit=unit, disable=disable)
+        desc, unit = (f"{mode}: searched moves", "move") if mode.searches else (f"{mode}: games", "game")
+        self.bar = tqdm(total=None if mode.searches else games, desc=desc, unit=unit, disable=disable)
 
     def __call__(self, p: Progress) -> None:
         if self.mode.searches:

@@ -8,7 +8,9 @@ beats the blueprint move by more than `delta`, else the blueprint move (LBS pape
 "Implementation Details"; SPARTA, single-agent search).
 
 A decision's rollouts (games x samples x moves) are one engine batch (in chunks of `max_rows`); the
-only host syncs are between rounds (to size the next batch) and once per real move.
+only host syncs are between rounds (to size the next batch) and once per real move. The real games are
+the package's one lockstep loop (acting.play): the search replaces the searcher's move through its
+override, and the hand sampler follows every move through its hook.
 """
 
 from __future__ import annotations
