@@ -29,10 +29,12 @@ from tqdm import tqdm
 
 from lbs.ckpt import CheckpointError
 from lbs.hanabi import GameConfig
-from lbs.models import load_belief, load_blueprint, resolve_device
-from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
+from lbs.models import load_blueprint, resolve_device
+from lbs.search.agent import Progress, play_games
+from lbs.search.config import SearchConfig
 from lbs.search.report import paired_difference, summarize_run
-from lbs.search.samplers import serve
+from lbs.search.setup import build_search
+from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
     from .common import machine, result_path
@@ -78,7 +80,7 @@ def main() -> None:
                     help="play deals F..F+games-1 (runs on adjacent deals join in --combine)")
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
-    ap.add_argument("--max-range", type=int, default=1_000_000)
+    ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--batch-games", type=int, default=64)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
@@ -96,15 +98,16 @@ def main() -> None:
     if args.combine:
         return combine(args, out)
     try:
-        kinds = {m: parse_mode(m) for m in args.modes}
         device = resolve_device(args.device)
-        game, net = load_blueprint(args.blueprint, device=device)
-        _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
-        SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
+                           max_rows=args.max_rows, cuda_graphs=args.cuda_graphs)
+        setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
+        runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
         if args.first_game < 0:
             raise ValueError(f"--first-game {args.first_game}: must be >= 0")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
+    game = setup.game
     if args.threads:
         torch.set_num_threads(args.threads)
     lines = [
@@ -120,37 +123,34 @@ def main() -> None:
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
                 "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
-    server = serve(net, model, device)
     rows: list[Row] = []
-    searched = [m for m in args.modes if kinds[m][0] != "none"]
+    searched = [m for m in args.modes if runs[m].mode.searches]
     bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
+
+    def games_done(p: Progress, before: int) -> None:
+        bar.update(before + p.games - bar.n)
+
     with torch.no_grad():
-        base = play_games(game, server.step, server.initial_state, None, SearchConfig(), args.games,
-                          args.seed, args.batch_games, device, progress=bar.update, first=args.first_game)
+        base = play_games(setup, args.games, args.seed, args.batch_games, first=args.first_game,
+                          progress=lambda p: games_done(p, 0))
         base_scores = [float(r.record.score) for r in base]
         for mode in args.modes:
-            kind, depth = kinds[mode]
             bar.set_description(mode)
-            if kind == "none":
+            if not runs[mode].mode.searches:
                 s = summarize_run(mode, base, base, math.nan, game.max_score)
                 rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
                 continue
-            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
-                               cuda_graphs=args.cuda_graphs, max_rows=args.max_rows)
-            timing = Timing()
-            make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
+            timing, before = Timing(), bar.n
             t0 = time.perf_counter()
-            q = server.step if args.cuda_graphs else timing.wrap(server.step)  # no clock inside a capture
-            results = play_games(game, q, server.initial_state, make, cfg, args.games,
-                                 args.seed, args.batch_games, device, timing, progress=bar.update,
-                                 first=args.first_game)
+            results = play_games(setup.with_mode(mode, timing), args.games, args.seed, args.batch_games,
+                                 first=args.first_game, progress=lambda p, b=before: games_done(p, b))
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, args.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
             write(rows, lines, settings, game, out, done=False)  # a stopped run keeps its finished modes
     bar.close()
-    server.close()
+    setup.close()
     write(rows, lines, settings, game, out)
 
 

@@ -15,13 +15,14 @@ from conftest import run_ranks
 
 from lbs.models import load_belief, load_blueprint
 from lbs.scoring import eval_games
-from lbs.search.agent import SearchConfig, play_games, sampler_factory
-from lbs.search.samplers import serve
+from lbs.search.agent import play_games
+from lbs.search.config import SearchConfig
+from lbs.search.setup import SearchSetup
 from lbs.shards import ONE, Shard, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 BLUEPRINT, BELIEF = ROOT / "checkpoints" / "blueprint_2c.pt", ROOT / "checkpoints" / "belief_2c.pt"
-SEARCH = SearchConfig(depth=1, rollouts=170, min_rollouts=10)
+SEARCH = SearchConfig(rollouts=170, min_rollouts=10)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
 
 
@@ -37,12 +38,8 @@ def test_slices_cover_every_game_once_in_order():
 
 
 def _search(game, net, belief, games, batch_games, shard=ONE):
-    server = serve(net, belief, torch.device("cpu"))
-    with torch.no_grad():
-        out = play_games(game, server.step, server.initial_state,
-                         sampler_factory("belief", game, server, net, SEARCH.seat), SEARCH, games, seed=0,
-                         batch_games=batch_games, shard=shard)
-    server.close()
+    with SearchSetup.of(game, net, "lbs-1", SEARCH, belief) as setup, torch.no_grad():
+        out = play_games(setup, games, seed=0, batch_games=batch_games, shard=shard)
     return [(r.record.to_dict(), r.bombed, r.searched, r.deviated, r.fallbacks, r.rollouts, r.decisions)
             for r in out]
 

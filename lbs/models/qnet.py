@@ -208,6 +208,20 @@ class QNet(nn.Module):
         (broadcast: e.g. priv [B, K, D] for K candidate hands with publ_out [B, 1, hidden])."""
         raise TypeError(f"{type(self).__name__} has no public/private split")
 
+    def private_input_layer(self) -> nn.Linear:
+        """The private network's first layer, linear in the observation: a candidate hand's pre-activation
+        is a shared term plus one weight column per (slot, card), so SPARTA's filter sums columns instead
+        of re-encoding every candidate (lbs.search.range_filter)."""
+        return self.priv_net[0]
+
+    def advantages_from_input_layer(self, x: torch.Tensor, publ_out: torch.Tensor) -> torch.Tensor:
+        """Advantages [n, A] from the private input layer's pre-activation x [n, hidden] (modified in
+        place) and the public output [n, hidden]: Q up to a per-row constant (the value and the legal mean
+        of the advantages are the same for every action), so the same greedy move and the same gaps."""
+        for layer in self.priv_net[1:]:
+            x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
+        return self.head.adv(x.mul_(publ_out))
+
     def _public_in(self, publ: torch.Tensor) -> tuple[torch.Tensor, bool]:
         if publ.dim() not in (2, 3) or publ.shape[-1] != self.game.public_dim:
             raise ValueError(f"publ must be [B, T, {self.game.public_dim}] or [B, {self.game.public_dim}], "

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
-from ..models.qnet import QHead
+from ..models.qnet import QNet
 
 Q_TOL = 1e-4
 """Relative slack (times 1 + |best Q|) within which the observed move counts as the greedy one."""
@@ -45,21 +45,12 @@ class PartnerView:
     table: torch.Tensor | None = None  # fast path: [G*H*T + G + 1, hidden] slot terms, shared term, zero row
 
 
-def _first_linear(net: nn.Module) -> nn.Linear | None:
-    """The private network's first layer when Q = head(priv_net(obs) * publ_out) with a Linear first."""
-    priv = getattr(net, "priv_net", None)
-    if isinstance(priv, nn.Sequential) and len(priv) > 0 and isinstance(priv[0], nn.Linear):
-        if hasattr(net, "head"):
-            return priv[0]
-    return None
-
-
 class CandidatePolicy:
     """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
 
     def __init__(self, game: GameConfig, net: nn.Module, seat: int):
         self.game, self.net, self.seat = game, net, seat
-        self.linear = _first_linear(net)
+        self.linear = net.private_input_layer() if isinstance(net, QNet) else None
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
              info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
@@ -74,9 +65,9 @@ class CandidatePolicy:
         start = cards.start + block * h * t  # [G]
         in_block = (pos >= start[:, None]) & (pos < (start + h * t)[:, None])
         shared = obs.float().masked_fill(in_block, 0.0)
-        off = rel.clamp(min=1) - 1
-        colour = 2 * h + off[:, None] * g.colors + torch.arange(g.colors, device=dev)
-        rank = 2 * h + (p - 1) * g.colors + off[:, None] * g.ranks + torch.arange(g.ranks, device=dev)
+        off = rel.clamp(min=1)[:, None]  # [G, 1] the searcher's offset from the mover, as a hint target
+        colour = g.color_hint_move(off, torch.arange(g.colors, device=dev))
+        rank = g.rank_hint_move(off, torch.arange(g.ranks, device=dev))
         hint_ids = torch.cat([colour, rank], 1)  # [G, C+R]
         legal = legal.scatter(1, hint_ids, False)
         view = PartnerView(shared, block, publ_out, legal, hint_ids, info_tokens > 0, move.long())
@@ -98,7 +89,7 @@ class CandidatePolicy:
     def q(self, view: PartnerView, hands: torch.Tensor,
           game: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q [n, A], legal [n, A]) of the mover of game[i] if the searcher held hands[i] ([n, H] long).
-        On the fast path with a dueling head the Q is the advantage alone (same argmax and gaps)."""
+        On the fast path the Q is the advantage alone (with a dueling head the same argmax and gaps)."""
         g, h, t = self.game, self.game.hand_size, self.game.card_types
         tb = tables(g, hands.device)
         held = hands >= 0
@@ -116,12 +107,7 @@ class CandidatePolicy:
             zero = view.table.shape[0] - 1  # empty slots add the zero row
             idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
             x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
-            for layer in self.net.priv_net[1:]:
-                x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
-            x = x.mul_(publ)
-            if isinstance(self.net.head, QHead):  # V and the legal mean of A are the same for every action
-                return self.net.head.adv(x), legal
-            return self.net.head(x, legal), legal
+            return self.net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
         pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
         obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))
