@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+from torch import nn
 
 from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from ..hanabi.engine import device_tables, tables
@@ -107,19 +108,26 @@ def check_game(game: GameConfig) -> None:
                          f"{MAX_LIVES} lives")
 
 
-class SmartBot:
+class SmartBot(nn.Module):
     """A blueprint with the networks' interface: `initial_state(rows)` and `step(priv, publ, legal, state)
     -> (scores, state)`, row n * P + p being seat p of game n. Scores are 1 on SmartBot's move and 0
-    elsewhere: they mark the move and are no value."""
+    elsewhere: they mark the move and are no value. A module without weights, so whatever serves, moves or
+    copies a network takes it as it is."""
 
     name = "smartbot"
     has_value = False  # scores are no Q-values: nothing to bootstrap a leaf with
     hidden_is_public = True  # the state is built from public events alone
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
+        super().__init__()
         check_game(game)
         self.game = game
-        self.device = torch.device(device)
+        self.register_buffer("_device", torch.zeros(0), persistent=False)  # follows .to(device)
+        self.to(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device.device
 
     def initial_state(self, rows: int, device: torch.device | str | None = None) -> SmartBotState:
         g = self.game
