@@ -71,9 +71,14 @@ def play_smartbot(game: GameConfig, seeds: torch.Tensor) -> dict[str, torch.Tens
             "perfect": (points == game.max_score).cpu()}
 
 
-def scores(args: argparse.Namespace, device: torch.device) -> str:
-    rows = ["| players | games | score (HLE) ± s.e.m. | reference | distance | points kept (reference) | "
+def scores(args: argparse.Namespace, device: torch.device, save) -> str:
+    """The table; `save(text)` receives it after every batch (a stopped run keeps what it played)."""
+    head = ["| players | games | score (HLE) ± s.e.m. | reference | distance | points kept (reference) | "
             "perfect % (reference) | bombed % (reference) | seconds |", "|" + "---|" * 9]
+    done: list[str] = []
+    note = ("\n\nDistance: (mean - reference) / sqrt(s.e.m.^2 + reference s.e.m.^2). The deals are the "
+            f"evaluation stream's games 0..N-1 of run seed {args.seed} (`train/score.py smartbot --players "
+            "P` plays the same ones); the reference played its own 100,000 deals.\n")
     for p in args.players:
         game = GameConfig(players=p)
         t0, parts = time.perf_counter(), []
@@ -81,20 +86,23 @@ def scores(args: argparse.Namespace, device: torch.device) -> str:
             n = min(args.batch, args.games - start)
             parts.append(play_smartbot(game, game_seeds(Stream.EVAL, args.seed, n, start, device)))
             print(f"{p} players: {start + n}/{args.games} games", file=sys.stderr, flush=True)
-        out = {k: torch.cat([x[k] for x in parts]) for k in parts[0]}
-        s = out["score"].double()
-        mean, sem = float(s.mean()), float(s.std() / math.sqrt(s.numel()))
-        ref = REFERENCE[p]
-        dist = (mean - ref.mean) / math.hypot(sem, ref.sem)
-        rows.append(f"| {p} | {s.numel():,} | {mean:.3f} ± {sem:.3f} | {ref.mean:.3f} ± {ref.sem:.3f} | "
-                    f"{dist:+.2f} s.e. | {float(out['points'].double().mean()):.3f} ({ref.points:.3f}) | "
-                    f"{100 * float(out['perfect'].double().mean()):.2f} ({ref.perfect}) | "
-                    f"{100 * float(out['bombed'].double().mean()):.2f} ({ref.bombed}) | "
-                    f"{time.perf_counter() - t0:.0f} |")
-    return "\n".join(rows) + (
-        "\n\nDistance: (mean - reference) / sqrt(s.e.m.^2 + reference s.e.m.^2). The deals are the "
-        f"evaluation stream's games 0..{args.games - 1} of run seed {args.seed} (`train/score.py smartbot "
-        "--players P` plays the same ones); the reference played its own 100,000 deals.\n")
+            so_far = {k: torch.cat([x[k] for x in parts]) for k in parts[0]}
+            row = _score_row(p, so_far, time.perf_counter() - t0)
+            partial = start + n < args.games or p != args.players[-1]
+            save("\n".join(head + done + [row]) + note, partial)
+        done.append(row)
+    return "\n".join(head + done) + note
+
+
+def _score_row(p: int, out: dict[str, torch.Tensor], seconds: float) -> str:
+    s = out["score"].double()
+    mean, sem = float(s.mean()), float(s.std() / math.sqrt(s.numel()))
+    ref = REFERENCE[p]
+    dist = (mean - ref.mean) / math.hypot(sem, ref.sem)
+    return (f"| {p} | {s.numel():,} | {mean:.3f} ± {sem:.3f} | {ref.mean:.3f} ± {ref.sem:.3f} | "
+            f"{dist:+.2f} s.e. | {float(out['points'].double().mean()):.3f} ({ref.points:.3f}) | "
+            f"{100 * float(out['perfect'].double().mean()):.2f} ({ref.perfect}) | "
+            f"{100 * float(out['bombed'].double().mean()):.2f} ({ref.bombed}) | {seconds:.0f} |")
 
 
 def _timed(fn, device: torch.device) -> float:
@@ -157,11 +165,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"bench_smartbot: {e}")
     torch.set_num_threads(args.threads)
     out = result_path(NAME, f"{args.what}_{args.record}" if args.record else None, args.out)
-    body = scores(args, device) if args.what == "scores" else speed(args, device)
     command = " ".join(argv if argv is not None else sys.argv[1:])
-    text = (f"# SmartBot {args.what}, {datetime.date.today()}\n\n- Machine: {machine()}\n"
-            f"- Command: `python experiments/bench_smartbot.py {command}`\n\n{body}")
-    write_result(text, NAME, args.record, args.out, out)
+
+    def text(body: str, partial: bool = False) -> str:
+        mark = " (partial: the run goes on, or was stopped)" if partial else ""
+        return (f"# SmartBot {args.what}, {datetime.date.today()}{mark}\n\n- Machine: {machine()}\n"
+                f"- Command: `python experiments/bench_smartbot.py {command}`\n\n{body}")
+
+    def save(body: str, partial: bool) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(text(body, partial))
+        tmp.replace(out)
+
+    body = scores(args, device, save) if args.what == "scores" else speed(args, device)
+    write_result(text(body), NAME, args.record, args.out, out)
 
 
 if __name__ == "__main__":
