@@ -24,6 +24,22 @@ from .timing import Timing
 BLUEPRINT = Mode.parse("blueprint")
 
 
+def check_blueprint(mode: Mode, net: nn.Module) -> None:
+    """What the mode needs of the blueprint, each refused in one line: a leaf value (LBS-K), a network to
+    re-run on candidate hands (SPARTA's range), a recurrent state that sees public features only (search)."""
+    if mode.depth is not None and not getattr(net, "has_value", True):
+        raise ValueError(f"{mode}: bootstraps its leaves with the blueprint's Q-values, and this "
+                         "blueprint's scores mark its move and are no value; use lbs-inf or sparta")
+    if mode.sampler is Sampler.RANGE and not hasattr(net, "private_input_layer"):
+        raise ValueError(f"{mode}: the exact range re-runs the partner's network on every candidate "
+                         "hand; a range for a rule-based blueprint is not built yet")
+    if mode.searches and not getattr(net, "hidden_is_public", False):
+        raise ValueError(f"{mode}: search needs a blueprint whose recurrent state sees public "
+                         "features only (publ_lstm or ff), so one state serves every sampled hand; this "
+                         "one's is private (lstm), so its partner state would carry the searcher's true "
+                         "cards")
+
+
 @dataclass
 class SearchSetup:
     """Everything a search run needs, checked once. `cfg.depth` is the mode's; `make_sampler` replaces the
@@ -44,11 +60,7 @@ class SearchSetup:
         self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
         self.device = torch.device(self.device)
         self.cfg.check(self.game)
-        if self.mode.searches and not getattr(self.net, "hidden_is_public", False):
-            raise ValueError(f"{self.mode}: search needs a blueprint whose recurrent state sees public "
-                             "features only (publ_lstm or ff), so one state serves every sampled hand; this "
-                             "one's is private (lstm), so its partner state would carry the searcher's true "
-                             "cards")
+        check_blueprint(self.mode, self.net)
 
     @classmethod
     def of(cls, game: GameConfig, net: nn.Module, mode: Mode | str, cfg: SearchConfig | None = None,
@@ -57,6 +69,7 @@ class SearchSetup:
         """A set-up for models in memory: serves `net` (and `belief`, which LBS needs unless make_sampler
         replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`)."""
         mode = Mode.parse(mode) if isinstance(mode, str) else mode
+        check_blueprint(mode, net)
         if mode.sampler is Sampler.BELIEF and belief is None and make_sampler is None:
             raise ValueError(f"{mode}: LBS needs a belief model (a --belief checkpoint)")
         server = serve(net, belief, device, coalesce=coalesce)
