@@ -57,8 +57,9 @@ class SelfPlay:
     def init_hidden(self, rows: int):
         return self.server.initial_state(rows)
 
-    def play_round(self, r: int, q_fn=None) -> tuple[Episodes, dict[str, torch.Tensor]]:
-        """Self-play round r (its deals and exploration depend on r only); any thread."""
+    def play_round(self, r: int, q_fn: Callable | None = None) -> tuple[Episodes, dict[str, torch.Tensor]]:
+        """Self-play round r (its deals and exploration depend on r only) with `q_fn` (default: the served
+        network); any thread."""
         cfg = self.cfg
         n = cfg.actor.num_games
         # rank r plays games r*n .. r*n+n-1 of the stream: ranks never share a deal, rank 0 keeps one device's

@@ -24,7 +24,7 @@ import torch
 
 from ..configs import to_dict
 from ..graphs import Graphs
-from ..models.io import resolve_device
+from ..models.io import BLUEPRINT_KIND, resolve_device
 from ..runs import Lifecycle, Stopped, StopSignals, say, signal_name, stop_reason
 from ..scoring import EvalResult, evaluate
 from ..seeding import Stream, rank_seed
@@ -44,7 +44,7 @@ class Trainer:
                  overwrite: bool = False):
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
-        self.life = Lifecycle("blueprint", self.out, "update")
+        self.life = Lifecycle(BLUEPRINT_KIND, self.out, "update")
         self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
         blob = read_resume(self.life, resume, cfg) if resume else None  # refused before any other process
         self.learner = Learner(cfg, resolve_device(cfg.device))
