@@ -54,12 +54,12 @@ def main() -> None:
         wandb_mode="disabled",
     )
     tr = Trainer(cfg, progress=False)
-    tr.act_round()  # warm-up and fill
+    tr.selfplay.act_round()  # warm-up and fill
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     sync()
     t0, steps0 = time.perf_counter(), tr.counters["actor_steps"]
     for _ in range(args.rounds):
-        tr.act_round()
+        tr.selfplay.act_round()
     sync()
     t_act = time.perf_counter() - t0
     actor_steps = tr.counters["actor_steps"] - steps0
@@ -71,7 +71,7 @@ def main() -> None:
         tr.update()
     sync()
     t_learn = time.perf_counter() - t0
-    tr.server.close()
+    tr.selfplay.close()
     act_sps = actor_steps / t_act
     slot_sps = slots / t_act
     seq_s = args.updates * args.batch / t_learn

@@ -45,8 +45,8 @@ def test_resume_continues_the_same_run(tmp_path):
     latest = Path(cfg.out_dir) / "latest.pt"
     b = Trainer(replace(cfg, total_updates=10), resume=latest, progress=False)
     assert b.counters == a.counters
-    for k, v in a._module().state_dict().items():
-        assert torch.equal(v, b._module().state_dict()[k]), k
+    for k, v in a.learner.module.state_dict().items():
+        assert torch.equal(v, b.learner.module.state_dict()[k]), k
     assert b.replay.num_sampled == a.replay.num_sampled
     b.run()
     assert b.counters["updates"] == 10
@@ -137,7 +137,7 @@ def test_aux_head_and_colour_shuffle_train(tmp_path):
     cfg = replace(cfg, game=GameConfig(players=2, colors=2, ranks=3, hand_size=2),
                   net=replace(cfg.net, aux_head=True), actor=replace(cfg.actor, shuffle_colors=True))
     t = Trainer(cfg, progress=False)
-    t.act_round()
+    t.selfplay.act_round()
     info = t.update()
     assert "aux_loss" in info and info["aux_loss"] > 0
     assert t.replay.storage["aux_target"].max() <= 2
@@ -227,7 +227,7 @@ def test_resume_overrides_take_effect_and_the_best_survives_a_crash(tmp_path):
     latest, best = Path(cfg.out_dir) / "latest.pt", Path(cfg.out_dir) / "best.pt"
     b = Trainer(replace(cfg, lr=0.0123, adam_eps=1e-3, replay_capacity=32, min_replay=8), resume=latest,
                 progress=False)
-    assert all(g["lr"] == 0.0123 and g["eps"] == 1e-3 for g in b.opt.param_groups)
+    assert all(g["lr"] == 0.0123 and g["eps"] == 1e-3 for g in b.learner.opt.param_groups)
     # a crash after a new best.pt but before the next latest.pt: the resume must know that best
     blob = ckpt.load(best, "blueprint")
     ckpt.save(best, "blueprint", {**{k: v for k, v in blob.items() if k not in ("kind", "format")},
