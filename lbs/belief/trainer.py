@@ -49,7 +49,14 @@ from ..configs import from_dict, to_dict
 from ..hanabi.config import GameConfig
 from ..models.belief import BeliefModel
 from ..models.io import BELIEF_KIND as KIND
-from ..models.io import BLUEPRINT_KIND, check_blueprint_hash, load_blueprint, resolve_device
+from ..models.io import (
+    BLUEPRINT_KIND,
+    blueprint_identity,
+    check_blueprint_hash,
+    is_rule_bot,
+    load_blueprint,
+    resolve_device,
+)
 from ..rl.actors import ActorConfig
 from ..runs import Lifecycle, stop_reason
 from ..seeding import Stream
@@ -215,12 +222,11 @@ class BeliefTrainer:
         self.life = Lifecycle(KIND, self.out, "step")
         self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
+        sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
-        if not self.blueprint_path.is_file():
-            raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
-        self.game, self.net = load_blueprint(self.blueprint_path, device=self.device)
-        bp_actor = from_dict(ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
-        sha = ckpt.file_hash(self.blueprint_path)
+        self.game, self.net = load_blueprint(blueprint, device=self.device)
+        bp_actor = ActorConfig() if is_rule_bot(blueprint) else from_dict(
+            ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         self.resume = Path(resume) if resume else None
         self.start_step, self.wandb_id = 0, None
         start_round = 0
@@ -234,7 +240,8 @@ class BeliefTrainer:
         pl.seed_everything(cfg.seed, verbose=False)
         self.data = BeliefData(cfg, self.game, self.net, bp_actor, self.device, start_round)
         # the blueprint's path relative to the run folder, so the pair can move together
-        rel = os.path.relpath(self.blueprint_path.resolve(), self.out.resolve())
+        rel = str(blueprint) if is_rule_bot(blueprint) else os.path.relpath(self.blueprint_path.resolve(),
+                                                                             self.out.resolve())
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
         self.module.life = self.life
         self._io = BeliefCheckpointIO(self.game, sha)
