@@ -79,7 +79,9 @@ class StopSignals:
     """Signals that stop a loop the run owns. One process: SIGTERM raises Stopped at once, like Ctrl-C (the
     loop's finally writes latest.pt). Several (DDP): SIGTERM and SIGINT are only recorded in `pending`; the
     loop agrees on them at the top of its next round, so every rank stops there together rather than one
-    rank leaving the others blocked in a gradient all-reduce. (A loop Lightning owns uses Lightning's.)"""
+    rank leaving the others blocked in a gradient all-reduce. A loop installs them deferred before it
+    announces itself and makes them immediate once it runs, so a signal in between is kept, not fatal. (A
+    loop Lightning owns uses Lightning's.)"""
 
     def __init__(self, deferred: bool):
         self.deferred, self.pending = deferred, 0
@@ -91,7 +93,7 @@ class StopSignals:
 
         def handler(signum, frame):
             if not self.deferred:
-                raise Stopped("SIGTERM", signum)
+                raise Stopped(signal_name(signum), signum)
             self.pending = self.pending or signum
 
         sigs = (signal.SIGTERM, signal.SIGINT) if self.deferred else (signal.SIGTERM,)

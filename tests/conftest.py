@@ -39,6 +39,20 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def wait_for_file(path: Path, proc, timeout: float = 600) -> None:
+    """Wait until a child process has written `path` (a sign of progress that no fixed sleep gives on a
+    loaded machine); fail if it exits first or the time runs out."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the process exited ({proc.returncode}) before writing {path}")
+        if time.monotonic() > end:
+            pytest.fail(f"{path} not written within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def run_ranks(code: str, world: int, cwd, imports: Path | None = None, timeout: float = 240) -> list:
     """`python -c code` as ranks 0..world-1 of one process group on this machine, started at once with
     RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun and Lightning's launcher

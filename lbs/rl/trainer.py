@@ -152,6 +152,10 @@ class Trainer:
         if self.life.finished(learner.updates, cfg.total_updates):
             selfplay.close()
             return None
+        # signals from here on are kept until the loop's first round reads them: the start line below is what
+        # a supervisor waits for, and W&B's start can take seconds before the loop's handlers would be in
+        signals = StopSignals(deferred=True)
+        on_term = signals.install()
         self.life.begin(learner.updates, self.device.type)
         run = self._wandb(tags or [])
         start = time.time() - self.record.wall_seconds
@@ -168,10 +172,9 @@ class Trainer:
         steps_at, seqs = selfplay.actor_steps, 0
         result = None
         reason = f"finished ({cfg.total_updates} updates)"
-        signals = StopSignals(deferred=learner.fabric.world_size > 1)
-        on_term = signals.install()
         stats: dict[str, torch.Tensor] | None = None
         try:
+            signals.deferred = learner.fabric.world_size > 1  # one process: a later SIGTERM stops at once
             if cfg.overlap:
                 selfplay.start()
             while learner.updates < cfg.total_updates:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import wait_for_file
 
 from lbs import ckpt
 from lbs.hanabi import GameConfig
@@ -148,20 +149,19 @@ def test_kill_saves_latest_checkpoint(tmp_path, overlap):
     """SIGTERM (a plain `kill`) ends the run like Ctrl-C: latest.pt holds the progress made so far; with
     overlap the actor thread is stopped and joined first."""
     import signal
-    import time
 
     out = tmp_path / "killed"
     env = {**os.environ, "WANDB_MODE": "disabled"}
     cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "tiny", "--no-progress",
            "--overlap", str(overlap).lower(), "--total_updates", "1000000", "--min_replay", "8",
            "--actor.num_games", "8", "--actor.max_len", "10", "--batch_size", "4", "--eval_every", "1000000",
-           "--checkpoint_minutes", "1000", "--out_dir", str(out)]
+           "--checkpoint_minutes", "0.001", "--out_dir", str(out)]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:  # wait until the training loop runs
         if line.startswith("lbs: blueprint run in"):
             break
-    time.sleep(3)
+    wait_for_file(out / "latest.pt", proc)  # the loop has made progress: it saves after every round
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, err
@@ -278,18 +278,17 @@ def test_help_shows_docs_and_the_preset_and_both_spellings_work(tmp_path):
 
 def test_ctrl_c_is_one_line_with_what_was_saved(tmp_path):
     import signal
-    import time
 
     out = tmp_path / "int"
     env = {**os.environ, "WANDB_MODE": "disabled"}
     cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), *MICRO_FLAGS, "--total_updates", "1000000",
-           "--eval_every", "1000000", "--checkpoint_minutes", "1000", "--out_dir", str(out)]
+           "--eval_every", "1000000", "--checkpoint_minutes", "0.001", "--out_dir", str(out)]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:
         if "blueprint run in" in line:
             break
-    time.sleep(3)
+    wait_for_file(out / "latest.pt", proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

@@ -5,10 +5,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import torch
-from conftest import run_ranks
+from conftest import run_ranks, wait_for_file
 from test_blueprint import MICRO_FLAGS, ROOT, _cli, micro_config
 
 from lbs import ckpt
@@ -87,7 +86,7 @@ def test_cli_two_devices_stop_together_and_resume(tmp_path):
     was saved, the exit status is 143; --resume continues the run on two processes to a larger total."""
     out = tmp_path / "ddp"
     cmd = [sys.executable, str(ROOT / "train" / "blueprint.py"), *MICRO_FLAGS, "--devices", "2",
-           "--total_updates", "1000000", "--eval_every", "1000000", "--checkpoint_minutes", "1000",
+           "--total_updates", "1000000", "--eval_every", "1000000", "--checkpoint_minutes", "0.001",
            "--out_dir", str(out)]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -97,7 +96,7 @@ def test_cli_two_devices_stop_together_and_resume(tmp_path):
         seen.append(line)
         if "lbs: blueprint run in" in line:
             break
-    time.sleep(3)
+    wait_for_file(out / "latest.pt", proc)  # the loop has made progress: it saves after every round
     proc.send_signal(signal.SIGTERM)  # the first process only: rank 1 hears of it through the agreement
     _, err = proc.communicate(timeout=120)  # returns once every rank has closed the pipes
     err = "".join(seen) + err
