@@ -87,16 +87,17 @@ def main() -> None:
                 cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
                                    cuda_graphs=graphs, max_rows=max_rows)
                 server = servers[groups > 1]
+                blueprint = server.qnet()
                 timing = Timing()
-                make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
+                make = sampler_factory(kind, game, server, cfg.seat, args.max_range)
                 made: list[Followed] = []
                 if make is not None:
                     make = _recording(make, made)
                 t0 = time.perf_counter()
                 res = play_games(
                     game,
-                    server.step if graphs else timing.wrap(server.step),  # no clock inside a capture
-                    server.initial_state,
+                    blueprint.step if graphs else timing.wrap(blueprint.step),  # no clock inside a capture
+                    blueprint.initial_state,
                     make,
                     cfg,
                     args.games,

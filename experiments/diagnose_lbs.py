@@ -56,6 +56,7 @@ def main() -> None:
     game, net = load_blueprint(args.blueprint)
     _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game)
     server = serve(net, model)
+    blueprint = server.qnet()
     if args.plays:
         with torch.no_grad():
             return rate_plays(game, server, args.games, args.samples)
@@ -64,13 +65,13 @@ def main() -> None:
     make = (
         (lambda: TrueHand(game, cfg.seat))
         if args.sampler == "true"
-        else sampler_factory("belief", game, server, net, cfg.seat)
+        else sampler_factory("belief", game, server, cfg.seat)
     )
     with torch.no_grad():
         t0 = time.perf_counter()
-        res = play_games(game, server.step, server.initial_state, make, cfg, args.games, 0, 64)
+        res = play_games(game, blueprint.step, blueprint.initial_state, make, cfg, args.games, 0, 64)
         seconds = time.perf_counter() - t0
-        base = play_games(game, server.step, server.initial_state, None, cfg, args.games, 0, 64)
+        base = play_games(game, blueprint.step, blueprint.initial_state, None, cfg, args.games, 0, 64)
     print(f"{args.mode}, sampler {args.sampler}, delta {args.delta}:")
     for line in summarize_run(args.mode, res, base, seconds, game.max_score).lines():
         print(line)
@@ -103,7 +104,9 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
             p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
         belief.update(st, move, turn.next_state)
 
-    play(game, state, server.step, server.initial_state(games * game.players), game.max_steps, hook=rate)
+    blueprint = server.qnet()
+    play(game, state, blueprint.step, blueprint.initial_state(games * game.players), game.max_steps,
+         hook=rate)
     scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
           f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples), counting prior "

@@ -119,11 +119,12 @@ def main() -> None:
                 "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     server = serve(net, model, device)
+    blueprint = server.qnet()
     rows: list[Row] = []
     searched = [m for m in args.modes if kinds[m][0] != "none"]
     bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     with torch.no_grad():
-        base = play_games(game, server.step, server.initial_state, None, SearchConfig(), args.games,
+        base = play_games(game, blueprint.step, blueprint.initial_state, None, SearchConfig(), args.games,
                           args.seed, args.batch_games, device, progress=bar.update, first=args.first_game)
         base_scores = [float(r.record.score) for r in base]
         for mode in args.modes:
@@ -136,10 +137,11 @@ def main() -> None:
             cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
                                cuda_graphs=args.cuda_graphs, max_rows=args.max_rows)
             timing = Timing()
-            make = sampler_factory(kind, game, server, net, cfg.seat, args.max_range)
+            make = sampler_factory(kind, game, server, cfg.seat, args.max_range)
             t0 = time.perf_counter()
-            q = server.step if args.cuda_graphs else timing.wrap(server.step)  # no clock inside a capture
-            results = play_games(game, q, server.initial_state, make, cfg, args.games,
+            # no clock inside a capture
+            q = blueprint.step if args.cuda_graphs else timing.wrap(blueprint.step)
+            results = play_games(game, q, blueprint.initial_state, make, cfg, args.games,
                                  args.seed, args.batch_games, device, timing, progress=bar.update,
                                  first=args.first_game)
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)

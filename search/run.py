@@ -194,10 +194,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"search: {e}")
 
     server = serve(net, belief, device, coalesce=args.groups > 1)
+    blueprint = server.qnet()
     timing = Timing() if args.profile else None
     # no clock inside a captured step: with --cuda-graphs the networks' time stays inside the rollouts'
-    q_fn = timing.wrap(server.step) if timing is not None and not args.cuda_graphs else server.step
-    make_sampler = sampler_factory(sampler_kind, game, server, net, cfg.seat, args.max_range)
+    q_fn = timing.wrap(blueprint.step) if timing is not None and not args.cuda_graphs else blueprint.step
+    make_sampler = sampler_factory(sampler_kind, game, server, cfg.seat, args.max_range)
     if shard.main:
         print(f"search: {args.mode} on {device}{f' x {shard.world} processes' if shard.world > 1 else ''}, "
               f"{args.games} games of {game}, {args.rollouts} rollouts per move", file=sys.stderr)
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         results = play_games(
             game,
             q_fn,
-            server.initial_state,
+            blueprint.initial_state,
             make_sampler,
             cfg,
             args.games,
@@ -230,8 +231,8 @@ def main(argv: list[str] | None = None) -> None:
         if make_sampler is not None and not args.no_blueprint_baseline:
             baseline = play_games(
                 game,
-                server.step,
-                server.initial_state,
+                blueprint.step,
+                blueprint.initial_state,
                 None,
                 cfg,
                 args.games,

@@ -39,8 +39,8 @@ def test_slices_cover_every_game_once_in_order():
 def _search(game, net, belief, games, batch_games, shard=ONE):
     server = serve(net, belief, torch.device("cpu"))
     with torch.no_grad():
-        out = play_games(game, server.step, server.initial_state,
-                         sampler_factory("belief", game, server, net, SEARCH.seat), SEARCH, games, seed=0,
+        out = play_games(game, server.qnet().step, server.qnet().initial_state,
+                         sampler_factory("belief", game, server, SEARCH.seat), SEARCH, games, seed=0,
                          batch_games=batch_games, shard=shard)
     server.close()
     return [(r.record.to_dict(), r.bombed, r.searched, r.deviated, r.fallbacks, r.rollouts, r.decisions)

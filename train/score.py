@@ -17,6 +17,7 @@ import sys
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
+from lbs.infer import InferenceServer
 from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
@@ -50,15 +51,15 @@ def main(argv: list[str] | None = None) -> None:
             _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
-    init = lambda b: net.initial_state(b, device)  # noqa: E731
+    blueprint = InferenceServer(net, device).qnet()
     with launch(shard, device):
-        result = evaluate(game, net.step, init, args.games, args.seed, args.batch, device, shard=shard,
-                          graphs=Graphs(device) if args.cuda_graphs else None)
+        result = evaluate(game, blueprint.step, blueprint.initial_state, args.games, args.seed, args.batch,
+                          device, shard=shard, graphs=Graphs(device) if args.cuda_graphs else None)
         if shard.main:
             print(result)
         if args.belief:
-            ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
-                                 device=device, shard=shard)
+            ev = evaluate_belief(game, model, blueprint.step, blueprint.initial_state, args.games, args.seed,
+                                 min(args.batch, 500), device=device, shard=shard)
             if shard.main:
                 live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
                 grounded = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)

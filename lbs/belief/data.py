@@ -81,7 +81,8 @@ class BeliefData:
         n = self.cfg.games_per_round
         seeds = game_seeds(Stream.BELIEF_TRAIN, self.cfg.seed, n, device=self.device)
         with torch.no_grad():
-            episodes, stats = run_round(self.game, self.server.step, self.server.initial_state, seeds, r,
+            blueprint = self.server.qnet()
+            episodes, stats = run_round(self.game, blueprint.step, blueprint.initial_state, seeds, r,
                                         self.actor, eps=self.eps, graphs=self.graphs)
         return episodes_to_streams(episodes), stats["score"]
 
@@ -149,13 +150,17 @@ class BeliefData:
                 "data/streams_per_s": self._added_here / max(time.time() - self._started_at, 1e-9),
             }
 
-    def close(self) -> None:
-        """Stop the producer after its current round and release the inference server."""
+    def stop(self) -> None:
+        """Stop the producer after its current round (the server still serves the blueprint)."""
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
+
+    def close(self) -> None:
+        """Stop the producer and release the inference server."""
+        self.stop()
         self.server.close()
 
 

@@ -216,7 +216,7 @@ class BeliefTrainer:
         self.blueprint_path = Path(blueprint)
         if not self.blueprint_path.is_file():
             raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
-        self.game, self.net = load_blueprint(self.blueprint_path, device=self.device)
+        self.game, net = load_blueprint(self.blueprint_path, device=self.device)
         bp_actor = from_dict(ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         sha = ckpt.file_hash(self.blueprint_path)
         self.resume = Path(resume) if resume else None
@@ -235,7 +235,7 @@ class BeliefTrainer:
             start_round = int(blob["data"]["rounds"])
             self.start_step, self.wandb_id = int(blob.get("step", 0)), blob.get("wandb_id")
         pl.seed_everything(cfg.seed, verbose=False)
-        self.data = BeliefData(cfg, self.game, self.net, bp_actor, self.device, start_round)
+        self.data = BeliefData(cfg, self.game, net, bp_actor, self.device, start_round)
         # the blueprint's path relative to the run folder, so the pair can move together
         rel = os.path.relpath(self.blueprint_path.resolve(), self.out.resolve())
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
@@ -278,10 +278,10 @@ class BeliefTrainer:
 
     def validate(self, model: BeliefModel) -> BeliefEval:
         """NLL on val_games greedy games of the validation stream (disjoint from the final evaluation)."""
-        cfg, dev = self.cfg, self.device
-        return evaluate_belief(self.game, model, self.net.step, lambda b: self.net.initial_state(b, dev),
-                               cfg.val_games, cfg.eval_seed, batch=min(cfg.val_games, 500),
-                               max_len=self.data.max_len, device=dev, stream=Stream.BELIEF_VAL)
+        cfg, dev, blueprint = self.cfg, self.device, self.data.server.qnet()
+        return evaluate_belief(self.game, model, blueprint.step, blueprint.initial_state, cfg.val_games,
+                               cfg.eval_seed, batch=min(cfg.val_games, 500), max_len=self.data.max_len,
+                               device=dev, stream=Stream.BELIEF_VAL)
 
     def run(self, tags: list[str] | None = None) -> BeliefRunResult | None:
         """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games.
@@ -321,7 +321,7 @@ class BeliefTrainer:
                     raise Stopped(f"stopped by {signal_name(signum)}", signum) from None
                 say(f"stopped by an error ({type(stop).__name__}) {where}")
                 raise
-            self.data.close()
+            self.data.stop()
         step = trainer.global_step
         reason = (f"finished ({cfg.total_steps} steps)" if step >= cfg.total_steps
                   else f"time limit (max_minutes={cfg.max_minutes:g}) reached")
@@ -329,13 +329,15 @@ class BeliefTrainer:
         nll = trainer.callback_metrics.get("train/nll_per_card")
         result = None
         if cfg.eval_games:
-            result = evaluate_belief(self.game, self.module.model.to(self.device), self.net.step,
-                                     lambda b: self.net.initial_state(b, self.device), cfg.eval_games,
+            blueprint = self.data.server.qnet()
+            result = evaluate_belief(self.game, self.module.model.to(self.device), blueprint.step,
+                                     blueprint.initial_state, cfg.eval_games,
                                      cfg.eval_seed, batch=min(cfg.eval_games, 500),
                                      max_len=self.data.max_len, device=self.device)
             run.summary.update({"final/nll_per_card": result.nll_learned,
                                 "final/nll_grounded": result.nll_grounded,
                                 "final/nll_counting": result.nll_counting, "final/games": result.games})
+        self.data.close()
         wandb.finish()  # after the held-out result, so the run records it
         best = self.out / "best.pt"
         m = self.module

@@ -34,7 +34,7 @@ from ..graphs import Graphs
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import public_features
 from ..hanabi.rng import hash_keys
-from ..infer import InferenceServer, ServerConfig
+from ..infer import InferenceServer
 from ..models.io import BLUEPRINT_KIND as KIND
 from ..models.io import resolve_device
 from ..models.qnet import NetConfig, make_qnet
@@ -46,6 +46,8 @@ from .actors import ActorConfig, run_round
 from .r2d2 import apex_epsilons, r2d2_loss
 from .replay import PrioritizedReplay
 
+LEARNER = "learner"
+"""Name of the copy of the learner's network that evaluation plays, in the trainer's server."""
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "64-true")
 WANDB_MODES = ("offline", "online", "disabled")
 
@@ -265,9 +267,10 @@ class Trainer:
             beta=cfg.beta,
             seed=rank_seed(cfg.seed, self.rank),
         )
-        # overlap: the actor thread runs the forward passes itself, on its own stream (no worker thread)
-        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device,
-                                      cfg=ServerConfig(coalesce=not cfg.overlap))
+        # one caller at a time per model: the acting thread (overlap: the actor thread, on its own stream)
+        # runs the forward passes itself. LEARNER: the learner's weights as of the latest evaluation
+        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device)
+        self.server.register(LEARNER, make_qnet(cfg.game, cfg.net))
         self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
         self.best = -math.inf
         self.history: list[dict] = []
@@ -345,10 +348,10 @@ class Trainer:
 
     # ---- acting --------------------------------------------------------------------------------
     def _q_fn(self, priv, publ, legal, hid):
-        return self.server.step(priv, publ, legal, hid)
+        return self.server.qnet().step(priv, publ, legal, hid)
 
     def _init_hidden(self, rows: int):
-        return self.server.initial_state(rows)
+        return self.server.qnet().initial_state(rows)
 
     def act_round(self) -> dict[str, torch.Tensor]:
         episodes, stats = self._play_round(self.counters["rounds"], self._q_fn)
@@ -412,21 +415,22 @@ class Trainer:
         return {"loss": loss.detach(), **stats}  # 0-d tensors: read them only when logging (a host sync)
 
     def evaluate(self, games: int | None = None) -> EvalResult:
-        net = self._module()
-        net.eval()
-        res = evaluate(
-            self.cfg.game,
-            net.step,
-            lambda b: net.initial_state(b, self.device),
-            games=games or self.cfg.eval_games,
-            seed=self.cfg.seed,
-            batch=min(games or self.cfg.eval_games, 1000),
-            device=self.device,
-            stream=Stream.BLUEPRINT_VAL,
-            graphs=self._eval_graphs,
-        )
-        net.train()
-        return res
+        """Greedy games with the learner's weights now, served as LEARNER."""
+        learner = self.server.qnet(LEARNER)
+        self.server.update_weights(self._module().state_dict(), LEARNER)
+        with learner.pinned() as weights:
+            return evaluate(
+                self.cfg.game,
+                learner.step,
+                learner.initial_state,
+                games=games or self.cfg.eval_games,
+                seed=self.cfg.seed,
+                batch=min(games or self.cfg.eval_games, 1000),
+                device=self.device,
+                stream=Stream.BLUEPRINT_VAL,
+                graphs=self._eval_graphs,
+                weights=weights,
+            )
 
     def _cut_fraction(self, stats: dict[str, torch.Tensor]) -> float:
         """Fraction of a round's games that actor.max_len cut (one host sync; 0 when whole games)."""
@@ -566,7 +570,6 @@ class Trainer:
                     f"games (this game can last {cfg.game.max_steps} steps); raise --actor.max_len, or 0 for "
                     "whole games")
             run.finish()
-            self.server.close()
         if not self.is_main:
             return None
         return result if result is not None else self.evaluate()

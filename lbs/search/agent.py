@@ -366,13 +366,13 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
     raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
 
 
-def sampler_factory(kind: str, game: GameConfig, server: InferenceServer, net, seat: int,
+def sampler_factory(kind: str, game: GameConfig, server: InferenceServer, seat: int,
                     max_range: int = 1_000_000) -> Callable[[], HandSampler] | None:
     """A fresh sampler per batch of games for a parse_mode kind: 'belief' (the learned belief served as
-    "belief" by the server), 'range' (SPARTA's exact range, which runs the blueprint's private layers
-    itself), 'none' (no search)."""
+    "belief" by the server), 'range' (SPARTA's exact range over the server's blueprint), 'none' (no
+    search)."""
     if kind == "belief":
         return lambda: LearnedBelief(game, server, seat)
     if kind == "range":
-        return lambda: ExactRange(game, net, seat, max_range=max_range)
+        return lambda: ExactRange(game, server.qnet(), seat, max_range=max_range)
     return None

@@ -216,8 +216,8 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size_or_first_game(
         for batch in (2, 5):
             res = play_games(
                 GAME,
-                server.step,
-                server.initial_state,
+                server.qnet().step,
+                server.qnet().initial_state,
                 lambda: LearnedBelief(GAME, server, 0),
                 CFG,
                 games=6,
@@ -227,8 +227,9 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size_or_first_game(
             )
             runs.append([(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in res])
         # and a run of the later deals alone (table1 --first-game) plays them as the whole run did
-        tail = play_games(GAME, server.step, server.initial_state, lambda: LearnedBelief(GAME, server, 0),
-                          CFG, games=4, seed=1, batch_games=3, device=device, first=2)
+        tail = play_games(GAME, server.qnet().step, server.qnet().initial_state,
+                          lambda: LearnedBelief(GAME, server, 0), CFG, games=4, seed=1, batch_games=3,
+                          device=device, first=2)
     assert runs[0] == runs[1]
     assert [(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in tail] \
         == runs[0][2:]
@@ -237,8 +238,8 @@ def test_the_same_seeds_give_the_same_decisions_at_any_batch_size_or_first_game(
         cpu = serve(net, model)
         res = play_games(
             GAME,
-            cpu.step,
-            cpu.initial_state,
+            cpu.qnet().step,
+            cpu.qnet().initial_state,
             lambda: LearnedBelief(GAME, cpu, 0),
             CFG,
             games=6,
@@ -258,8 +259,8 @@ def test_ending_rollouts_at_the_bound_changes_no_decision(depth, monkeypatch):
 
     def run():
         with torch.no_grad():
-            res = play_games(GAME, server.step, server.initial_state, lambda: LearnedBelief(GAME, server, 1),
-                             cfg, games=6, seed=3)
+            res = play_games(GAME, server.qnet().step, server.qnet().initial_state,
+                             lambda: LearnedBelief(GAME, server, 1), cfg, games=6, seed=3)
         return [(r.record.moves, r.decisions) for r in res]
 
     bounded = run()
@@ -355,7 +356,7 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
 
             def decide(st, sampler, games=games, hid=hid, bp=bp, steps=steps, ids=ids):
                 sampler.reset(st)
-                searcher = Searcher(game, server.step, sampler, cfg, seed=3)
+                searcher = Searcher(game, server.qnet().step, sampler, cfg, seed=3)
                 return searcher.decide(st, games, hid, bp, steps, ids)
 
             a, b = (decide(st, LearnedBelief(game, server, 0)) for st in (state, other))
@@ -389,9 +390,10 @@ def test_sparta_is_lbs_inf_with_the_exact_range():
     assert kind == "range" and depth is None and lbs_depth is None
     cfg = SearchConfig(depth=depth, rollouts=120, min_rollouts=10)
     with torch.no_grad():
-        sparta = play_games(game, server.step, server.initial_state,
-                            sampler_factory(kind, game, server, net, 0), cfg, games=24, seed=4)
-        lbs_inf = play_games(game, server.step, server.initial_state, lambda: ExactRange(game, net, 0),
+        sparta = play_games(game, server.qnet().step, server.qnet().initial_state,
+                            sampler_factory(kind, game, server, 0), cfg, games=24, seed=4)
+        lbs_inf = play_games(game, server.qnet().step, server.qnet().initial_state,
+                             lambda: ExactRange(game, server.qnet(), 0),
                              SearchConfig(depth=lbs_depth, rollouts=120, min_rollouts=10), games=24, seed=4)
         base = play_games(game, net.step, net.initial_state, None, cfg, games=24, seed=4)
     assert [r.decisions for r in sparta] == [r.decisions for r in lbs_inf]
@@ -409,8 +411,8 @@ def test_search_helps_on_the_shipped_two_colour_pair():
     server = serve(net, model)
     cfg = SearchConfig(depth=8, rollouts=400, min_rollouts=20)
     with torch.no_grad():
-        make = sampler_factory("belief", game, server, net, 0)
-        res = play_games(game, server.step, server.initial_state, make, cfg, games=64, seed=0)
+        make = sampler_factory("belief", game, server, 0)
+        res = play_games(game, server.qnet().step, server.qnet().initial_state, make, cfg, games=64, seed=0)
         base = play_games(game, net.step, net.initial_state, None, cfg, games=64, seed=0)
     s = summarize_run("lbs-8", res, base, 1.0, game.max_score)
     assert s.paired_diff > 3 * s.paired_sem, s.lines()
