@@ -151,7 +151,8 @@ class BeliefData:
             }
 
     def stop(self) -> None:
-        """Stop the producer after its current round (the server still serves the blueprint)."""
+        """Stop the producer after its current round. The blueprint stays served: validation plays through
+        the same server (it runs calls inline, so it holds no thread)."""
         self._stop.set()
         with self._cond:
             self._cond.notify_all()

@@ -293,7 +293,7 @@ class BeliefTrainer:
         if self.finished:
             say(f"the run in {self.out} already finished ({self.start_step} of total_steps="
                 f"{cfg.total_steps}): nothing to do; pass a larger --total_steps to train further")
-            self.data.close()
+            self.data.stop()
             return None
         self.tags = tags or []
         self.out.mkdir(parents=True, exist_ok=True)
@@ -311,7 +311,7 @@ class BeliefTrainer:
             try:
                 trainer.fit(self.module, ckpt_path=str(self.resume) if self.resume else None)
             except BaseException as e:
-                self.data.close()
+                self.data.stop()
                 wandb.finish()
                 stop = saver.exception or e
                 where = f"at step {trainer.global_step}: saved {saver.path}"
@@ -337,7 +337,6 @@ class BeliefTrainer:
             run.summary.update({"final/nll_per_card": result.nll_learned,
                                 "final/nll_grounded": result.nll_grounded,
                                 "final/nll_counting": result.nll_counting, "final/games": result.games})
-        self.data.close()
         wandb.finish()  # after the held-out result, so the run records it
         best = self.out / "best.pt"
         m = self.module

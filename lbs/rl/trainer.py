@@ -270,7 +270,7 @@ class Trainer:
         # one caller at a time per model: the acting thread (overlap: the actor thread, on its own stream)
         # runs the forward passes itself. LEARNER: the learner's weights as of the latest evaluation
         self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=self.device)
-        self.server.register(LEARNER, make_qnet(cfg.game, cfg.net))
+        self.server.register(LEARNER, self._module())  # a copy, in the learner's dtype
         self.counters = {"updates": 0, "rounds": 0, "episodes": 0, "actor_steps": 0, "wall_seconds": 0.0}
         self.best = -math.inf
         self.history: list[dict] = []

@@ -22,8 +22,8 @@ from ..infer import BELIEF, InferenceServer, ServerConfig
 
 
 def serve(net, belief=None, device: torch.device | str = "cpu", coalesce: bool = False) -> InferenceServer:
-    """The one server search calls: the blueprint as "qnet" and, for LBS, the belief as BELIEF.
-    coalesce: run the worker that merges concurrent callers (search's `groups`); off, calls run direct."""
+    """The one server search calls: the blueprint as QNET and, for LBS, the belief as BELIEF.
+    coalesce: run the worker that merges concurrent callers (search's `groups`); off, calls run inline."""
     server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
     if belief is not None:
         server.register(BELIEF, belief)
