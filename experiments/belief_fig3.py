@@ -15,7 +15,7 @@ Throughput: K hands per query sampled from the learned belief at real positions,
 exactly (sample_valid); we report valid hands per second, one query per call as search issues them,
 plus the paper-size network (random weights, full 2-player game) for the cost of the reference model.
 Writes runs/experiments/belief_fig3_<date>_<tag>.{png,csv,md}; --record writes into the tracked
-experiments/results/.
+experiments/results/belief_fig3/.
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ from lbs.models import (
 )
 from lbs.rl.actors import ActorConfig, run_round
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.belief_fig3, or imported
+    from .common import machine
+else:  # python experiments/belief_fig3.py: this folder is first on the import path
+    from common import machine
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "belief_fig3"
 
 
 def _sync(device: torch.device) -> None:
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tag", default="", help="suffix of the result files (default: the device type)")
     ap.add_argument("--out", default="runs/experiments", help="folder for the results (default: scratch)")
-    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
+    ap.add_argument("--record", action="store_true", help="write into the tracked results/belief_fig3/")
     args = ap.parse_args(argv)
     if args.record:
         args.out = str(RESULTS)

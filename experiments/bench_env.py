@@ -7,7 +7,7 @@ of every player, a uniformly random legal move (lbs.hanabi.engine.random_moves, 
 step itself and the automatic reset of finished games (as BatchedHanabi does). The HLE baseline does
 the same through its Python API in the same run: deal moves, legal moves, encode every player's
 observation, apply a random legal move, start a new game when one ends. Results (date, machine,
-command, table, HLE baseline) go to experiments/results/bench_env_<date>.md.
+command, table, HLE baseline) go to experiments/results/bench_env/bench_env_<date>.md.
 
 Memory per game: CUDA, torch.cuda.max_memory_allocated over a few steps minus what was allocated
 before, divided by the batch; CPU, the peak RSS of a fresh process doing a few steps at this batch
@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from lbs.hanabi import BatchedHanabi, GameConfig, HanabiState
-from lbs.hanabi.encode import encode
-from lbs.hanabi.engine import legal_moves, random_moves, reset, step
+from lbs.hanabi import BatchedHanabi, GameConfig
+from lbs.hanabi.random_play import actor_step, core_step, start
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import cpu_name  # noqa: E402
+if __package__:  # python -m experiments.bench_env, or imported
+    from .common import cpu_name
+else:  # python experiments/bench_env.py: this folder is first on the import path
+    from common import cpu_name
 
 
 @dataclass
@@ -63,37 +64,9 @@ class Args:
     compile: bool = False
     """also time torch.compile(actor_step)"""
     seed: int = 0
-    out: str = "experiments/results"
+    out: str = "experiments/results/bench_env"
     mem_probe: int = 0
     """internal: print the peak RSS of a few actor steps at this batch size and exit"""
-
-
-def core_step(
-    cfg: GameConfig, state: HanabiState, seeds: torch.Tensor, episodes: torch.Tensor, dtype: torch.dtype
-):
-    """Mask, every player's observation, a random legal move and the step (finished games idle)."""
-    legal = legal_moves(cfg, state)  # [B, M]
-    obs = encode(cfg, state, dtype=dtype)  # [B, P, D]
-    moves = random_moves(cfg, state, seeds, legal)
-    state, reward, done = step(cfg, state, moves)
-    return state, episodes, obs, legal, reward, done
-
-
-def actor_step(
-    cfg: GameConfig, env: BatchedHanabi, seeds: torch.Tensor, episodes: torch.Tensor, dtype: torch.dtype
-):
-    """core_step's work through BatchedHanabi itself, whose auto-reset restarts finished games."""
-    legal = env.legal_moves()
-    obs = env.observe(dtype=dtype)
-    out = env.step(random_moves(cfg, env.state, env.seeds, legal))
-    return env, env.episodes, obs, legal, out.reward, out.done
-
-
-def start(cfg: GameConfig, fn, seeds: torch.Tensor):
-    """What fn steps: a BatchedHanabi for the actor work, a bare HanabiState otherwise."""
-    if fn is actor_step or getattr(fn, "_torchdynamo_orig_callable", None) is actor_step:
-        return BatchedHanabi(cfg, seeds.shape[0], seeds=seeds, device=seeds.device)
-    return reset(cfg, seeds, torch.zeros_like(seeds))
 
 
 def _compiled_graphs() -> int:

@@ -5,10 +5,11 @@
 The step is lbs.acting.play's: every seat's observation, the Q-network (served by the InferenceServer),
 greedy or epsilon-greedy actions, the engine step. "play" times greedy play from a fresh deal (what
 evaluation and search rollouts run); "round" times a recorded actor round (exploration, other-play
-colour shuffles, the recording hook) and reports slot-steps/s (games x seats x steps), issue 12's
-actor unit. Captured timings exclude the one-off capture, reported apart. Off CUDA the captured path
+colour shuffles, the recording hook) and reports slot-steps/s (games x seats x steps), the
+actor's unit. Captured timings exclude the one-off capture, reported apart. Off CUDA the captured path
 runs eagerly on its static buffers, so its numbers there only show that path's overhead.
-Writes experiments/results/bench_graphs_<date>_<device>.md with --record, else a scratch file.
+Writes experiments/results/bench_graphs/bench_graphs_<date>_<device>.md with --record, else a scratch
+file.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from lbs.models import NetConfig, load_blueprint, make_qnet, resolve_device
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_graphs, or imported
+    from .common import machine, write_result
+else:  # python experiments/bench_graphs.py: this folder is first on the import path
+    from common import machine, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> Path:
                     help="the shipped full-game blueprint, or the paper-size network (random weights)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/bench_graphs_<date>_NAME.md")
+    ap.add_argument("--record", default=None, help="write results/bench_graphs/..._<date>_NAME.md")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -7,7 +7,8 @@ on both alike.
     python experiments/bench_lstm_step.py --rows 256 2048 16384 --threads 1
     python experiments/bench_lstm_step.py --device cuda --rows 2048 16384 65536    # on a GPU
 
-Writes experiments/results/bench_lstm_step_<date>_NAME.md with --record NAME, else a scratch file.
+Writes experiments/results/bench_lstm_step/bench_lstm_step_<date>_NAME.md with --record NAME, else a
+scratch file.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from lbs.ckpt import CheckpointError
 from lbs.models import load_blueprint, resolve_device
 from lbs.models.qnet import lstm_cells
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_lstm_step, or imported
+    from .common import machine, result_path, write_result
+else:  # python experiments/bench_lstm_step.py: this folder is first on the import path
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +41,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/bench_lstm_step_<date>_NAME.md")
+    ap.add_argument("--record", default=None, help="write results/bench_lstm_step/..._NAME.md")
     args = ap.parse_args()
     out = result_path("bench_lstm_step", args.record, args.out)
     try:

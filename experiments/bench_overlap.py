@@ -6,7 +6,7 @@ Runs Trainer.run() to `--updates` learner updates from scratch, alternating over
 (`--repeats` times each, so a change in machine load hits both), and reports learner updates per
 wall-clock second of the whole run (replay fill, acting, learning, the final latest.pt; no
 evaluation). The sequential loop is the baseline. Results go to the scratch
-folder, or experiments/results/bench_overlap_<date>_<record>.md with --record.
+folder, or experiments/results/bench_overlap/bench_overlap_<date>_<record>.md with --record.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import torch
 
 from lbs.rl.trainer import PRESETS, Trainer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_overlap, or imported
+    from .common import machine, write_result
+else:  # python experiments/bench_overlap.py: this folder is first on the import path
+    from common import machine, write_result
 
 
 def one_run(cfg, overlap: bool) -> dict[str, float]:
@@ -49,7 +51,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/bench_overlap_<date>_<NAME>.md")
+    ap.add_argument("--record", default=None, help="write results/bench_overlap/..._NAME.md")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -2,7 +2,7 @@
 cost of the counterfactual filter.
 
     OMP_NUM_THREADS=1 python experiments/bench_range.py --games 3 --turns 12
-    python experiments/bench_range.py --record   # also writes experiments/results/bench_range_<date>.md
+    python experiments/bench_range.py --record   # also writes experiments/results/bench_range/
 
 Greedy blueprint games; for each seat as the searcher an ExactRange is reset on the deal and updated
 after every move. Reported per turn: the exact range size (min / median / max over games; `size()` is
@@ -31,8 +31,10 @@ from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import load_blueprint
 from lbs.search.exact_range import ExactRange
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.bench_range, or imported
+    from .common import machine
+else:  # python experiments/bench_range.py: this folder is first on the import path
+    from common import machine
 
 
 def games(game, blueprint: QNetHandle, n: int, turns: int) -> list[Turn]:
@@ -51,7 +53,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-range", type=int, default=1_000_000)
     ap.add_argument("--chunk", type=int, default=None, help="rows per filter batch (default: ExactRange's)")
-    ap.add_argument("--record", action="store_true", help="write experiments/results/bench_range_<date>.md")
+    ap.add_argument("--record", action="store_true", help="write results/bench_range/..._<date>.md")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint)
@@ -97,7 +99,7 @@ def main() -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if args.record:
-        out = Path(__file__).parent / "results" / f"bench_range_{datetime.date.today()}.md"
+        out = Path(__file__).parent / "results" / "bench_range" / f"bench_range_{datetime.date.today()}.md"
         out.write_text(report)
         print(f"wrote {out}")
 

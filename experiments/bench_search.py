@@ -7,7 +7,7 @@
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
 47 s per game, LBS-1 6 s, SPARTA 215 s). Writes to --out (a scratch folder) unless --record NAME, which
-writes experiments/results/bench_search_<date>_NAME.md.
+writes experiments/results/bench_search/bench_search_<date>_NAME.md.
 """
 
 from __future__ import annotations
@@ -16,19 +16,24 @@ import argparse
 import datetime
 import sys
 import time
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
 import torch
 
 from lbs.ckpt import CheckpointError
-from lbs.models import load_belief, load_blueprint, resolve_device
-from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
+from lbs.models import resolve_device
+from lbs.search.agent import play_games
+from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
-from lbs.search.samplers import serve
+from lbs.search.setup import build_search
+from lbs.search.timing import Timing
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path, write_result  # noqa: E402
+if __package__:  # python -m experiments.bench_search, or imported
+    from .common import machine, result_path, write_result
+else:  # python experiments/bench_search.py: this folder is first on the import path
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -51,7 +56,7 @@ def main() -> None:
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
-    ap.add_argument("--max-range", type=int, default=1_000_000)
+    ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
                     help="replay the rollout step as a CUDA graph: off (default), on, or both to compare")
@@ -63,51 +68,32 @@ def main() -> None:
     args = ap.parse_args()
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        for mode in args.modes:
-            parse_mode(mode)
         device = resolve_device(args.device)
-        game, net = load_blueprint(args.blueprint, device=device)
-        _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
-        SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        setups = {}  # groups > 1: a coalescing worker merges the groups' calls
+        for coalesce in sorted({g > 1 for g in args.groups}):
+            setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
+        for mode in args.modes:  # every mode checked before any plays
+            next(iter(setups.values())).with_mode(mode)
         if args.cuda_graphs != "off" and device.type != "cuda":
             raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"bench_search: {e}")
+    game = next(iter(setups.values())).game
     if args.threads:
         torch.set_num_threads(args.threads)
-    servers = {}
-    for coalesce in sorted({g > 1 for g in args.groups}):  # groups > 1: a coalescing worker merges calls
-        servers[coalesce] = serve(net, model, device, coalesce)
     rows, ranges = [], []
     with torch.no_grad():
         for mode in args.modes:
-            kind, depth = parse_mode(mode)
             grid = product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs], args.max_rows)
             for bg, groups, graphs, max_rows in grid:
-                cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
-                                   cuda_graphs=graphs, max_rows=max_rows)
-                server = servers[groups > 1]
-                blueprint = server.qnet()
-                timing = Timing()
-                make = sampler_factory(kind, game, server, cfg.seat, args.max_range)
+                timing = Timing() if groups == 1 else None  # one group's time only
+                setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows)
                 made: list[Followed] = []
-                if make is not None:
-                    make = _recording(make, made)
+                if setup.mode.searches:
+                    setup = replace(setup, make_sampler=_recording(setup.sampler, made))
                 t0 = time.perf_counter()
-                res = play_games(
-                    game,
-                    blueprint.step if graphs else timing.wrap(blueprint.step),  # no clock inside a capture
-                    blueprint.initial_state,
-                    make,
-                    cfg,
-                    args.games,
-                    0,
-                    bg,
-                    device,
-                    timing if groups == 1 else None,
-                    None,
-                    groups,
-                )
+                res = play_games(setup, args.games, 0, bg, groups=groups)
                 sec = time.perf_counter() - t0
                 searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
                 rows.append(
@@ -120,12 +106,12 @@ def main() -> None:
                         sec / args.games,
                         sec / max(searched, 1),
                         rollouts / sec,
-                        timing if groups == 1 else None,
+                        timing,
                         sec,
                     )
                 )
-                if kind == "range":
-                    ranges.append((mode, bg, groups, graphs, searched, timing if groups == 1 else None, made))
+                if setup.mode.sampler is Sampler.RANGE:
+                    ranges.append((mode, bg, groups, graphs, searched, timing, made))
                 out.parent.mkdir(parents=True, exist_ok=True)  # a stopped run keeps its finished settings
                 out.write_text(report(args, game, device, rows, ranges, partial=True))
                 print(
@@ -134,8 +120,8 @@ def main() -> None:
                     f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
                     flush=True,
                 )
-    for server in servers.values():
-        server.close()
+    for setup in setups.values():
+        setup.close()
     write_result(report(args, game, device, rows, ranges), "bench_search", args.record, args.out, out)
 
 

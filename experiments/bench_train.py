@@ -4,7 +4,7 @@
 
 Learner: R2D2 updates on batches of `--batch` sequences of length `--seq` (full 2-player game, the
 paper network unless --hidden is given). Actors: lockstep self-play rounds of `--games` games.
-Writes experiments/results/bench_train_<date>_<device>.md.
+Writes experiments/results/bench_train/bench_train_<date>_<device>.md.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from lbs.models import NetConfig, resolve_device
 from lbs.rl.actors import ActorConfig
 from lbs.rl.trainer import PRESETS, Trainer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.bench_train, or imported
+    from .common import machine
+else:  # python experiments/bench_train.py: this folder is first on the import path
+    from common import machine
 
 
 def main() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--precision", default="32-true")
-    ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--out", default="experiments/results/bench_train")
     args = ap.parse_args()
     dev = resolve_device(args.device)
     cfg = replace(
@@ -52,12 +54,12 @@ def main() -> None:
         wandb_mode="disabled",
     )
     tr = Trainer(cfg, progress=False)
-    tr.act_round()  # warm-up and fill
+    tr.selfplay.act_round()  # warm-up and fill
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     sync()
     t0, steps0 = time.perf_counter(), tr.counters["actor_steps"]
     for _ in range(args.rounds):
-        tr.act_round()
+        tr.selfplay.act_round()
     sync()
     t_act = time.perf_counter() - t0
     actor_steps = tr.counters["actor_steps"] - steps0
@@ -69,7 +71,7 @@ def main() -> None:
         tr.update()
     sync()
     t_learn = time.perf_counter() - t0
-    tr.server.close()
+    tr.selfplay.close()
     act_sps = actor_steps / t_act
     slot_sps = slots / t_act
     seq_s = args.updates * args.batch / t_learn

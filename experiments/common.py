@@ -45,11 +45,16 @@ def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
     print(card)
 
 
+RESULTS = Path(__file__).parent / "results"
+"""Tracked results, one folder per experiment (results/<name>/); the runs a joined table was built from
+sit in a subfolder beside it (results/table1/full_2p/)."""
+
+
 def result_path(name: str, record: str | None, scratch: str) -> Path:
-    """Where a result goes: experiments/results/<name>_<date>_<record>.md when asked to record, else a
-    timestamped file in the scratch folder; never an existing file (check it before the work, not after)."""
+    """Where a result goes: experiments/results/<name>/<name>_<date>_<record>.md when asked to record,
+    else a timestamped file in the scratch folder; never an existing file (check it before the work)."""
     if record:
-        out = Path(__file__).parent / "results" / f"{name}_{datetime.date.today()}_{record}.md"
+        out = RESULTS / name / f"{name}_{datetime.date.today()}_{record}.md"
         if out.exists():
             raise SystemExit(f"{out} exists; choose another --record name")
         return out

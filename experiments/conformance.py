@@ -2,7 +2,7 @@
 
 Every game is played in lockstep in both (lbs.hanabi.interop.differential): legal moves, every player's
 canonical observation, tokens, fireworks, deck size, current player, reward, score and termination
-are compared before every move and at the end. Writes experiments/results/conformance_<date>.md
+are compared before every move and at the end. Writes experiments/results/conformance/conformance_<date>.md
 (date, machine, command, games, steps, mismatches, time) and saves any mismatching game as a
 GameRecord JSON next to it.
 
@@ -30,8 +30,10 @@ from lbs.hanabi.interop.differential import EDGE_CASES, DiffReport, differential
 from lbs.hanabi.policies import conformance_policy
 from lbs.hanabi.variants import VARIANTS
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.conformance, or imported
+    from .common import machine
+else:  # python experiments/conformance.py: this folder is first on the import path
+    from common import machine
 
 # The named configs plus more corners of the rules.
 CONFIGS: dict[str, GameConfig] = {
@@ -54,7 +56,7 @@ class Args:
     batch: int = 256  # games per lockstep batch
     workers: int = 1  # processes (at most 2: the machine is shared)
     seed: int = 1  # games of config k use seeds seed * 10**9 + k * 10**7 + i
-    out: str = "experiments/results"
+    out: str = "experiments/results/conformance"
 
 
 def run_chunk(name: str, seeds: list[int]) -> tuple[str, DiffReport]:

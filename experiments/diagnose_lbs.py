@@ -4,7 +4,8 @@
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
     python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
     python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
-    python experiments/diagnose_lbs.py --deviations experiments/results/lbs16_10k_full_2p_2026-11-22.json
+    python experiments/diagnose_lbs.py --deviations \
+        experiments/results/search/lbs16_10k_full_2p_2026-11-22.json
 
 --plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
 compares how often the card turns out playable with the probability the learned belief (the share of its
@@ -26,10 +27,11 @@ from lbs.acting import Turn, play
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
-from lbs.models import load_belief, load_blueprint
-from lbs.search.agent import SearchConfig, parse_mode, play_games, sampler_factory
+from lbs.search.agent import play_games
+from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
-from lbs.search.samplers import LearnedBelief, TrueHand, serve
+from lbs.search.samplers import LearnedBelief, TrueHand
+from lbs.search.setup import build_search
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,25 +55,19 @@ def main() -> None:
     if args.deviations:
         return count_deviations(args.deviations)
     torch.set_num_threads(args.threads)
-    game, net = load_blueprint(args.blueprint)
-    _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game)
-    server = serve(net, model)
-    blueprint = server.qnet()
+    cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
+    setup = build_search(args.mode, args.blueprint, args.belief, cfg=cfg)
+    game = setup.game
     if args.plays:
         with torch.no_grad():
-            return rate_plays(game, server, args.games, args.samples)
-    _, depth = parse_mode(args.mode)
-    cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
-    make = (
-        (lambda: TrueHand(game, cfg.seat))
-        if args.sampler == "true"
-        else sampler_factory("belief", game, server, cfg.seat)
-    )
+            return rate_plays(game, setup.server, args.games, args.samples)
+    if args.sampler == "true":
+        setup.make_sampler = lambda: TrueHand(game, setup.cfg.seat)
     with torch.no_grad():
         t0 = time.perf_counter()
-        res = play_games(game, blueprint.step, blueprint.initial_state, make, cfg, args.games, 0, 64)
+        res = play_games(setup, args.games, 0, 64)
         seconds = time.perf_counter() - t0
-        base = play_games(game, blueprint.step, blueprint.initial_state, None, cfg, args.games, 0, 64)
+        base = play_games(setup.blueprint_only(), args.games, 0, 64)
     print(f"{args.mode}, sampler {args.sampler}, delta {args.delta}:")
     for line in summarize_run(args.mode, res, base, seconds, game.max_score).lines():
         print(line)

@@ -1,12 +1,12 @@
-"""Everything a lent GPU should run first, in one command, into one dated result file.
+"""Everything to run first on a GPU, in one command, into one dated result file.
 
     python experiments/gpu_check.py                      # every step, results under runs/gpu_check/
     python experiments/gpu_check.py --only tests graphs  # some steps
-    python experiments/gpu_check.py --out "$OUT"         # on the device tool: results come back
+    python experiments/gpu_check.py --out runs/gpu_h100  # any results folder
 
-On the workplace's device tool a command may run 10 minutes: run the steps in groups that fit (each
-step's limit is below), e.g. `--only tests search`, then `--only search-10k`, then `--only sparta-10k`;
-with `PYTHONPATH=.` (nothing is installed there) and wandb carried as a wheel for the training steps.
+Where a command may run 10 minutes at most, run the steps in groups that fit (each step's limit is
+below), e.g. `--only tests search`, then `--only search-10k`, then `--only sparta-10k`; without an
+install, run from the repository root with `PYTHONPATH=.` (the training steps also need wandb).
 
 Steps (each a subprocess with its own time limit, so one failure or hang does not stop the rest):
   tests    the test suite's CUDA parametrisations (captured == eager, CPU == CUDA); CI runs the rest
@@ -16,10 +16,10 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   belief   belief sampling throughput and quality (experiments/belief_fig3.py)
   search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
   search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
-  sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (the issue's 5 s per game target)
+  sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
   overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
-           their CUDA test, README)
+           their CUDA test, docs/gpu.md)
   curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
@@ -38,8 +38,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.gpu_check, or imported
+    from .common import machine
+else:  # python experiments/gpu_check.py: this folder is first on the import path
+    from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

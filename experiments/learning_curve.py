@@ -4,7 +4,7 @@
     python experiments/learning_curve.py runs/blueprint/tiny-.../latest.pt --record --name tiny
 
 Writes learning_curve_<name>.{png,md} into the run's own folder (the same curve as W&B's eval/mean
-panel, for users without W&B); --record writes into the tracked experiments/results/ instead.
+panel, for users without W&B); --record writes into the tracked experiments/results/learning_curve/.
 
 Baselines play the same evaluation seeds as the trainer's greedy evaluation: uniformly random legal
 moves, and "safe play" (never plays a card its hints do not prove playable; lbs.hanabi.policies).
@@ -21,29 +21,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
 from lbs import ckpt  # noqa: E402
 from lbs.configs import from_dict  # noqa: E402
-from lbs.hanabi import engine, policies  # noqa: E402
-from lbs.hanabi.config import GameConfig  # noqa: E402
+from lbs.hanabi import policies  # noqa: E402
 from lbs.models import BLUEPRINT_KIND as KIND  # noqa: E402
 from lbs.rl.trainer import TrainConfig  # noqa: E402
-from lbs.scoring import EvalResult, summarize  # noqa: E402
-from lbs.seeding import Stream, game_seeds  # noqa: E402
+from lbs.scoring import play_policy  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
-
-
-def play_policy(game: GameConfig, policy, games: int, seed: int) -> EvalResult:
-    """Score a state policy (cfg, state, seeds) -> moves on the blueprint trainer's validation deals."""
-    seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games)
-    state = engine.reset(game, seeds, torch.zeros_like(seeds))
-    for _ in range(game.max_steps):
-        state, _, _ = engine.step(game, state, policy(game, state, seeds))
-    perfect = state.fireworks.sum(1) == game.max_score
-    return summarize(state.score, perfect, state.life_tokens <= 0, state.num_steps)
+if __package__:  # python -m experiments.learning_curve, or imported
+    from .common import machine
+else:  # python experiments/learning_curve.py: this folder is first on the import path
+    from common import machine
 
 
 def main() -> None:
@@ -51,13 +40,14 @@ def main() -> None:
     ap.add_argument("checkpoint", help="a run folder (its latest.pt) or a blueprint checkpoint")
     ap.add_argument("--games", type=int, default=1000)
     ap.add_argument("--name", default=None, help="default: the run folder's name")
-    ap.add_argument("--out", default=None, help="default: the run folder (experiments/results with --record)")
-    ap.add_argument("--record", action="store_true", help="write into the tracked experiments/results/")
+    ap.add_argument("--out", default=None, help="default: the run folder (or see --record)")
+    ap.add_argument("--record", action="store_true", help="write into the tracked results/learning_curve/")
     args = ap.parse_args()
     path = Path(args.checkpoint)
     path = path / "latest.pt" if path.is_dir() else path
     args.name = args.name or path.parent.name
-    args.out = args.out or str(Path(__file__).parent / "results" if args.record else path.parent)
+    tracked = Path(__file__).parent / "results" / "learning_curve"
+    args.out = args.out or str(tracked if args.record else path.parent)
     try:
         blob = ckpt.load(path, KIND)
     except ckpt.CheckpointError as e:

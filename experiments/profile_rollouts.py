@@ -7,7 +7,7 @@ operations of one eager batch under torch.profiler.
 The batch is `--rows` games of the shipped blueprint played `--warm` moves in, each making a random legal
 first move and then `--depth` greedy blueprint moves (LBS-k's rollout; lbs.search.rollouts.rollout_returns).
 This is the profile that found cuDNN's one-step LSTM kernel taking 90% of a rollout on an H100
-(experiments/results/bench_search_2026-11-22_h100.md). Prints only; nothing is written.
+(experiments/results/bench_search/bench_search_2026-11-22_h100.md). Prints only; nothing is written.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from lbs.models import load_blueprint, resolve_device
 from lbs.search.rollouts import rollout_returns
 from lbs.search.samplers import serve
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine  # noqa: E402
+if __package__:  # python -m experiments.profile_rollouts, or imported
+    from .common import machine
+else:  # python experiments/profile_rollouts.py: this folder is first on the import path
+    from common import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,8 +27,10 @@ from lbs.configs import from_dict
 from lbs.models import BELIEF_KIND as KIND
 from lbs.models import load_belief, load_blueprint, resolve_device
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_card  # noqa: E402
+if __package__:  # python -m experiments.ship_belief, or imported
+    from .common import machine, write_card
+else:  # python experiments/ship_belief.py: this folder is first on the import path
+    from common import machine, write_card
 
 
 def main() -> None:

@@ -10,7 +10,6 @@ checkpoints/<name>.pt (replacing any previous one) and checkpoints/<name>.md.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -22,8 +21,10 @@ from lbs.models import load_blueprint, resolve_device
 from lbs.rl.trainer import TrainConfig
 from lbs.scoring import evaluate
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write_card  # noqa: E402
+if __package__:  # python -m experiments.ship_blueprint, or imported
+    from .common import machine, write_card
+else:  # python experiments/ship_blueprint.py: this folder is first on the import path
+    from common import machine, write_card
 
 
 def main() -> None:

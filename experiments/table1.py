@@ -10,7 +10,7 @@ paired difference with the blueprint (± its standard error), perfect %, time pe
 how often the search move replaced the blueprint move, sampler fallbacks, and (when SPARTA ran) the share
 of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA. Also a figure: gain over
 the blueprint against time per game, one point per mode. Writes into --out (a scratch folder) unless
---record NAME, which writes experiments/results/table1_<date>_NAME.{md,png,json}.
+--record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
 """
 
 from __future__ import annotations
@@ -29,13 +29,17 @@ from tqdm import tqdm
 
 from lbs.ckpt import CheckpointError
 from lbs.hanabi import GameConfig
-from lbs.models import load_belief, load_blueprint, resolve_device
-from lbs.search.agent import SearchConfig, Timing, parse_mode, play_games, sampler_factory
+from lbs.models import load_blueprint, resolve_device
+from lbs.search.agent import Progress, play_games
+from lbs.search.config import SearchConfig
 from lbs.search.report import paired_difference, summarize_run
-from lbs.search.samplers import serve
+from lbs.search.setup import build_search
+from lbs.search.timing import Timing
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, result_path  # noqa: E402
+if __package__:  # python -m experiments.table1, or imported
+    from .common import machine, result_path
+else:  # python experiments/table1.py: this folder is first on the import path
+    from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -76,7 +80,7 @@ def main() -> None:
                     help="play deals F..F+games-1 (runs on adjacent deals join in --combine)")
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
-    ap.add_argument("--max-range", type=int, default=1_000_000)
+    ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--batch-games", type=int, default=64)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
@@ -88,21 +92,22 @@ def main() -> None:
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
-    ap.add_argument("--record", default=None, help="write experiments/results/table1_<date>_NAME.* instead")
+    ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
     args = ap.parse_args()
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     if args.combine:
         return combine(args, out)
     try:
-        kinds = {m: parse_mode(m) for m in args.modes}
         device = resolve_device(args.device)
-        game, net = load_blueprint(args.blueprint, device=device)
-        _, model = load_belief(args.belief, blueprint_path=args.blueprint, game=game, device=device)
-        SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts).check(game)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
+                           max_rows=args.max_rows, cuda_graphs=args.cuda_graphs)
+        setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
+        runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
         if args.first_game < 0:
             raise ValueError(f"--first-game {args.first_game}: must be >= 0")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
+    game = setup.game
     if args.threads:
         torch.set_num_threads(args.threads)
     lines = [
@@ -118,39 +123,34 @@ def main() -> None:
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
                 "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
-    server = serve(net, model, device)
-    blueprint = server.qnet()
     rows: list[Row] = []
-    searched = [m for m in args.modes if kinds[m][0] != "none"]
+    searched = [m for m in args.modes if runs[m].mode.searches]
     bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
+
+    def games_done(p: Progress, before: int) -> None:
+        bar.update(before + p.games - bar.n)
+
     with torch.no_grad():
-        base = play_games(game, blueprint.step, blueprint.initial_state, None, SearchConfig(), args.games,
-                          args.seed, args.batch_games, device, progress=bar.update, first=args.first_game)
+        base = play_games(setup, args.games, args.seed, args.batch_games, first=args.first_game,
+                          progress=lambda p: games_done(p, 0))
         base_scores = [float(r.record.score) for r in base]
         for mode in args.modes:
-            kind, depth = kinds[mode]
             bar.set_description(mode)
-            if kind == "none":
+            if not runs[mode].mode.searches:
                 s = summarize_run(mode, base, base, math.nan, game.max_score)
                 rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
                 continue
-            cfg = SearchConfig(depth=depth, rollouts=args.rollouts, min_rollouts=args.min_rollouts,
-                               cuda_graphs=args.cuda_graphs, max_rows=args.max_rows)
-            timing = Timing()
-            make = sampler_factory(kind, game, server, cfg.seat, args.max_range)
+            timing, before = Timing(), bar.n
             t0 = time.perf_counter()
-            # no clock inside a capture
-            q = blueprint.step if args.cuda_graphs else timing.wrap(blueprint.step)
-            results = play_games(game, q, blueprint.initial_state, make, cfg, args.games,
-                                 args.seed, args.batch_games, device, timing, progress=bar.update,
-                                 first=args.first_game)
+            results = play_games(setup.with_mode(mode, timing), args.games, args.seed, args.batch_games,
+                                 first=args.first_game, progress=lambda p, b=before: games_done(p, b))
             s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, args.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
             write(rows, lines, settings, game, out, done=False)  # a stopped run keeps its finished modes
     bar.close()
-    server.close()
+    setup.close()
     write(rows, lines, settings, game, out)
 
 

@@ -4,7 +4,8 @@ Actions: A = game.num_actions = num_moves + 1. The last one (id num_moves) is th
 action of a seat that is not to move, so under VDN every seat acts every step and every mask row has
 at least one legal action. `play` runs N games in lockstep for a number of steps, each seat choosing
 from a Q-function (greedy or epsilon-greedy on hashed counters); actors, evaluation, belief data,
-belief evaluation and search rollouts all call it and read what they need through a per-step hook.
+belief evaluation, search rollouts and search's real games all call it and read what they need
+through a per-step hook (search replaces the searcher's move through `override`).
 """
 
 from __future__ import annotations
@@ -111,13 +112,17 @@ class Turn:
     obs: torch.Tensor  # [N, P, D] uint8 canonical observation of every seat
     legal: torch.Tensor  # [N, P, A] bool
     q: torch.Tensor  # [N, P, A] Q-values the seats acted on
-    action: torch.Tensor  # [N, P] each seat's action (the no-op for seats not to move)
-    move: torch.Tensor  # [N] the engine move made (in the true colours)
+    action: torch.Tensor  # [N, P] each seat's action (the no-op for seats not to move), before any override
+    move: torch.Tensor  # [N] the engine move made (in the true colours; an override's where one ran)
     reward: torch.Tensor  # [N] score change (0 for games already over)
     next_state: HanabiState
 
 
-Hook = Callable[[Turn], None]
+Hook = Callable[[Turn], bool | None]
+"""Called after every step; returning True ends the loop there (for hooks that read the host anyway)."""
+Override = Callable[[int, HanabiState, tuple, torch.Tensor], torch.Tensor]
+"""override(t, state, hid, move) -> the moves [N] to make instead of `move` [N] (the seats' choices, in
+the true colours); hid: every seat's recurrent state after reading this state's observation."""
 
 
 def observe(game: GameConfig, state: HanabiState, perms: torch.Tensor | None = None):
@@ -134,6 +139,17 @@ def observe(game: GameConfig, state: HanabiState, perms: torch.Tensor | None = N
     return obs, legal.reshape(n, p, -1)
 
 
+def seat_q(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple,
+           perms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple]:
+    """Every seat's view and Q-values: (obs [N, P, D] uint8, legal [N, P, A], q [N*P, A], hid after
+    reading the observation); row n * P + p of q is seat p of game n."""
+    n, p = state.batch_size, game.players
+    obs, legal = observe(game, state, perms)
+    priv = obs.reshape(n * p, -1).float()
+    q, hid = q_fn(priv, public_features(game, priv), legal.reshape(n * p, -1), hid)
+    return obs, legal, q, hid
+
+
 def play(
     game: GameConfig,
     state: HanabiState,
@@ -145,10 +161,13 @@ def play(
     hook: Hook | None = None,
     graphs: Graphs | None = None,
     weights: Hashable = None,
+    override: Override | None = None,
 ) -> tuple[HanabiState, tuple]:
     """Play `steps` lockstep steps of N games; every seat acts through q_fn (VDN: the waiting seats'
     no-op included). Greedy unless `explore`; finished games idle (the engine leaves them unchanged).
-    Returns the final state and recurrent state. No host sync: the loop runs a fixed number of steps.
+    Returns the final state and recurrent state. No host sync: the loop runs a fixed number of steps
+    (unless the hook ends it). `override` replaces the moves made (search); it runs eagerly, so it
+    cannot be combined with `graphs`.
 
     With `graphs` the step is captured once per batch shape as a CUDA graph and replayed (eagerly on the
     same static buffers off CUDA); `weights` names the copy of the weights q_fn reads now (e.g.
@@ -156,6 +175,8 @@ def play(
     hook's tensors are then the step's buffers, overwritten by the next step: copy what you keep.
     """
     if graphs is not None:
+        if override is not None:
+            raise ValueError("play: a move override runs eagerly; it cannot replay a captured step (graphs)")
         return _play_captured(game, state, q_fn, hid, steps, explore, perms, hook, graphs, weights)
     p = game.players
     seat = torch.arange(p, device=state.device).repeat(state.batch_size)
@@ -164,21 +185,20 @@ def play(
         rows = (explore.eps.to(state.device).repeat_interleave(p),
                 explore.game_seeds.to(state.device).repeat_interleave(p), explore.episode)
     for t in range(steps):
-        turn, hid = _step(game, state, q_fn, hid, t, seat, rows, perms)
-        if hook is not None:
-            hook(turn)
+        turn, hid = _step(game, state, q_fn, hid, t, seat, rows, perms, override)
         state = turn.next_state
+        if hook is not None and hook(turn):
+            break
     return state, hid
 
 
 def _step(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, t: int | torch.Tensor,
-          seat: torch.Tensor, rows: tuple | None, perms: torch.Tensor | None) -> tuple[Turn, tuple]:
+          seat: torch.Tensor, rows: tuple | None, perms: torch.Tensor | None,
+          override: Override | None = None) -> tuple[Turn, tuple]:
     """One lockstep step. rows: exploration (eps, game seed, episode) per row, or None for greedy."""
     n, p = state.batch_size, game.players
-    obs, legal = observe(game, state, perms)
-    priv = obs.reshape(n * p, -1).float()
+    obs, legal, q, hid = seat_q(game, state, q_fn, hid, perms)
     legal_rows = legal.reshape(n * p, -1)
-    q, hid = q_fn(priv, public_features(game, priv), legal_rows, hid)
     if rows is None:
         act = greedy(q, legal_rows)
     else:
@@ -189,6 +209,8 @@ def _step(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, t: 
     if perms is not None:  # the mover chose in its own colour view
         mover = state.cur_player[:, None, None].expand(-1, 1, game.colors)
         move = unpermute_moves(game, move, perms.gather(1, mover).squeeze(1))
+    if override is not None:
+        move = override(t, state, hid, move)
     new, reward, _ = engine.step(game, state, move)
     return Turn(t, state, obs, legal, q.reshape(n, p, -1), act, move, reward, new), hid
 
@@ -245,6 +267,7 @@ def _play_captured(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: t
         replay()
         if hook is not None:
             turn = loop.turn
-            hook(Turn(t, loop.before, turn.obs, turn.legal, turn.q, turn.action, turn.move, turn.reward,
-                      loop.after))
+            if hook(Turn(t, loop.before, turn.obs, turn.legal, turn.q, turn.action, turn.move, turn.reward,
+                         loop.after)):
+                break
     return clone(loop.after), clone(loop.hid_out)

@@ -92,15 +92,19 @@ def _parser_for(t: Any):
 
 
 def add_dataclass_args(ap: argparse.ArgumentParser, cls: type, defaults: Any = None,
-                       title: str = "") -> None:
+                       title: str = "", skip: tuple[str, ...] = ()) -> None:
     """Add one optional --dotted.name flag per leaf field (also spelled with dashes), with the field's
-    docstring and its value in `defaults` (the preset in use) as help. The parsed default stays None,
-    meaning "keep the preset's (or the resumed checkpoint's) value"."""
+    docstring and its value in `defaults` (the preset in use) as help; not for the fields in `skip` (set
+    another way). The parsed default stays None, meaning "keep the preset's (or the resumed checkpoint's)
+    value". A boolean flag given alone means true (--flag, --flag true, --flag false)."""
     group = ap.add_argument_group(title or f"{cls.__name__} fields (override any preset value)")
     for name, t, doc in _leaf_fields(cls):
+        if name in skip:
+            continue
         shown = f" [{_get(defaults, name)!r}]" if defaults is not None else ""
+        alone = {"nargs": "?", "const": True} if t is bool else {}
         group.add_argument(
-            *flag_names(name), dest=name, type=_parser_for(t), default=None,
+            *flag_names(name), dest=name, type=_parser_for(t), default=None, **alone,
             metavar=getattr(t, "__name__", "VALUE"), help=(doc + shown).replace("%", "%%") or None,
         )
 

@@ -1,15 +1,31 @@
-"""Run folders and the one-line messages the trainers print: where a run writes, why it stopped, what
-it saved. A run owns its folder; a new run never writes into a folder that holds another run."""
+"""A training run's life, written once for every trainer: its folder, the resume it may continue, the W&B run
+it logs to, and the one-line messages it prints (where it writes, why it stopped, what it saved).
+
+A run owns its folder; a new run never writes into a folder that holds another run. A resume reads a
+training state, never a weights-only (shipped) file; best.pt can be newer than the latest.pt a run resumes
+from, so the best so far is reconciled from both. A stop by a signal saves latest.pt, says so in one line
+and raises `Stopped`, whose signal gives the script its exit status.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+from . import ckpt
 from .shards import process_rank
 
 RUN_FILES = ("latest.pt", "best.pt")
+WANDB_MODES = ("offline", "online", "disabled")
+T = TypeVar("T")
 
 
 class RunDirError(ValueError):
@@ -46,6 +62,116 @@ def say(msg: str) -> None:
 
 
 def signal_name(signum: int) -> str:
-    import signal
-
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def stop_reason(exc: BaseException, sigterm: bool = False) -> tuple[str, Stopped | None]:
+    """Why a run's loop ended by `exc` (`sigterm`: the loop's owner recorded a SIGTERM), as its closing
+    line says it, and the Stopped to raise when a signal ended it (None: an error, raised as it is)."""
+    if isinstance(exc, KeyboardInterrupt) or sigterm:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGTERM if sigterm else signal.SIGINT
+        reason = f"stopped by {signal_name(signum)}"
+        return reason, Stopped(reason, signum)
+    return f"stopped by an error ({type(exc).__name__})", None
+
+
+class StopSignals:
+    """Signals that stop a loop the run owns. One process: SIGTERM raises Stopped at once, like Ctrl-C (the
+    loop's finally writes latest.pt). Several (DDP): SIGTERM and SIGINT are only recorded in `pending`; the
+    loop agrees on them at the top of its next round, so every rank stops there together rather than one
+    rank leaving the others blocked in a gradient all-reduce. (A loop Lightning owns uses Lightning's.)"""
+
+    def __init__(self, deferred: bool):
+        self.deferred, self.pending = deferred, 0
+
+    def install(self) -> Callable[[], Any]:
+        """Install the handlers; returns the undo."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum, frame):
+            if not self.deferred:
+                raise Stopped("SIGTERM", signum)
+            self.pending = self.pending or signum
+
+        sigs = (signal.SIGTERM, signal.SIGINT) if self.deferred else (signal.SIGTERM,)
+        old = {s: signal.signal(s, handler) for s in sigs}
+        return lambda: [signal.signal(s, h) for s, h in old.items()]
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """One training run's folder and the steps of its life that every trainer shares."""
+
+    kind: str
+    """the checkpoint kind ("blueprint", "belief"): also the W&B job type and the first word of its lines"""
+    out: Path
+    """the run folder: latest.pt, best.pt and the W&B files"""
+    unit: str
+    """what the run counts ("update", "step"); its config's total is the field total_<unit>s"""
+
+    def check_folder(self, resuming: bool, overwrite: bool) -> None:
+        check_out_dir(self.out, resuming, overwrite)
+
+    def training_state(self, path: str | Path, needs: tuple[str, ...], game: dict | None = None) -> dict:
+        """The checkpoint a resume continues, read to the CPU; a weights-only file (a shipped model, without
+        the `needs` fields of a training state) is refused."""
+        blob = ckpt.load(path, self.kind, game=game, map_location="cpu")
+        if not all(k in blob for k in needs):
+            raise ckpt.CheckpointError(f"{path} holds weights only (a shipped model), not a training state: "
+                                       "it cannot be resumed; start a new run instead")
+        return blob
+
+    @staticmethod
+    def refuse_changes(path: str | Path, stored: Any, cfg: Any, names: tuple[str, ...]) -> None:
+        """The parts of a config that a resume cannot change (the game, the network): equal or refused."""
+        for name in names:
+            theirs, mine = getattr(stored, name), getattr(cfg, name)
+            if theirs != mine:
+                raise ckpt.CheckpointError(f"{path} was trained with {name} {theirs}, this run uses {mine}: "
+                                           f"--{name}.* cannot change on resume")
+
+    def best_so_far(self, mine: T, read: Callable[[dict], T], better: Callable[[T, T], bool],
+                    game: dict | None = None) -> T:
+        """best.pt is written at each new best, latest.pt less often: after a crash the best so far is the
+        better of latest.pt's (`mine`) and best.pt's (`read` from its payload), so a worse model never
+        replaces best.pt."""
+        path = self.out / "best.pt"
+        if not path.is_file():
+            return mine
+        theirs = read(ckpt.load(path, self.kind, game=game))
+        return theirs if better(theirs, mine) else mine
+
+    def finished(self, done: int, total: int) -> bool:
+        """True (and said) when a resumed run already reached its total: there is nothing to do."""
+        if done < total:
+            return False
+        say(f"the run in {self.out} already finished ({done} of total_{self.unit}s={total}): nothing to do; "
+            f"pass a larger --total_{self.unit}s to train further")
+        return True
+
+    def begin(self, done: int, device: str) -> None:
+        """Make the folder (rank 0 alone writes) and say where the run starts."""
+        if process_rank() == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+        say(f"{self.kind} run in {self.out} from {self.unit} {done} on {device}")
+
+    def end(self, reason: str, done: int, saved: Path) -> None:
+        """The run's closing line: why it ended, where, and the file that holds it."""
+        say(f"{reason} at {self.unit} {done}: saved {saved}")
+
+    def wandb_settings(self, project: str, group: str, mode: str, run_id: str | None,
+                       tags: list[str]) -> dict[str, Any]:
+        """wandb.init arguments: one W&B run per run folder, named after it, resumed by its id (a new one
+        when `run_id` is None), offline unless the config or WANDB_MODE (which wins; tests: disabled) says
+        otherwise."""
+        return dict(project=project, dir=str(self.out), name=self.out.name, id=run_id or secrets.token_hex(4),
+                    resume="allow", group=group or None, tags=tags, job_type=self.kind,
+                    mode=os.environ.get("WANDB_MODE", mode))
+
+    @staticmethod
+    def declare_metrics(run: Any, step: str, best: str, summary: str) -> None:
+        """Every metric plotted against the run's own counter; `best` summarised by `summary` (max, min)."""
+        run.define_metric(step)
+        run.define_metric("*", step_metric=step)
+        run.define_metric(best, step_metric=step, summary=summary)

@@ -6,7 +6,7 @@ From the command line: `python train/score.py checkpoints/blueprint_2p.pt --game
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -113,3 +113,14 @@ def evaluate(
     With a Shard the games are split over its ranks; the result is rank 0's (other ranks: None)."""
     rows = eval_games(game, q_fn, init_hidden, games, seed, batch, device, stream, shard, graphs, weights)
     return summarize(*(rows[k] for k in FIELDS)) if rows is not None else None
+
+
+def play_policy(game: GameConfig, policy: Callable, games: int, seed: int) -> EvalResult:
+    """Score a state policy (game, state, seeds) -> moves, such as the scripted ones in
+    lbs.hanabi.policies, on the blueprint trainer's validation deals: the baselines of its learning curve."""
+    seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games)
+    state = engine.reset(game, seeds, torch.zeros_like(seeds))
+    for _ in range(game.max_steps):
+        state, _, _ = engine.step(game, state, policy(game, state, seeds))
+    perfect = state.fireworks.sum(1) == game.max_score
+    return summarize(state.score, perfect, state.life_tokens <= 0, state.num_steps)

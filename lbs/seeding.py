@@ -59,7 +59,7 @@ def rank_seed(seed: int, rank: int) -> int:
     """The run seed as process `rank` of a data-parallel run uses it for draws that are not game keys
     (replay sampling): the seed itself on rank 0, so a one-device run keeps its draws, and for rank r > 0
     seed + r * 2**SEED_BITS, which no (seed, rank) pair shares with another. Game keys get distinct
-    indices per rank instead (lbs.rl.trainer: rank r plays games r*N .. r*N + N-1 of its stream)."""
+    indices per rank instead (lbs.rl.selfplay: rank r plays games r*N .. r*N + N-1 of its stream)."""
     if not 0 <= int(seed) <= MAX_SEED or rank < 0:
         raise ValueError(f"seed must be in 0..{MAX_SEED} and rank >= 0, got {seed} and {rank}")
     return int(seed) + (int(rank) << SEED_BITS)

@@ -8,7 +8,7 @@ Processes: rank 0 re-runs the script (`sys.argv`) once per other rank with RANK,
 and MASTER_PORT set, as Lightning and torchrun do; a process started that way (or by torchrun) joins
 instead of starting more. The only traffic is one gather of Python objects at the end of each call,
 through gloo on CPU and CUDA alike (no tensor collectives are needed). One process starts no process
-group. The blueprint learner does not use this: it runs on Lightning Fabric's DDP (lbs.rl.trainer).
+group. The blueprint learner does not use this: it runs on Lightning Fabric's DDP (lbs.rl.learner).
 """
 
 from __future__ import annotations

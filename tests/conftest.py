@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -37,10 +39,11 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def run_ranks(code: str, world: int, cwd, timeout: float = 240) -> list:
+def run_ranks(code: str, world: int, cwd, imports: Path | None = None, timeout: float = 240) -> list:
     """`python -c code` as ranks 0..world-1 of one process group on this machine, started at once with
     RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun and Lightning's launcher
-    set them; os.environ extended, one torch thread each). Every rank's CompletedProcess, in rank order."""
+    set them; os.environ extended, one torch thread each); `imports`: a folder the code imports from
+    (put first on PYTHONPATH). Every rank's CompletedProcess, in rank order."""
     import os
     import socket
     import subprocess
@@ -51,6 +54,8 @@ def run_ranks(code: str, world: int, cwd, timeout: float = 240) -> list:
         port = s.getsockname()[1]
     env = {**os.environ, "WORLD_SIZE": str(world), "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    if imports is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(imports), os.environ.get("PYTHONPATH")]))
     procs = [subprocess.Popen([sys.executable, "-c", code], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]

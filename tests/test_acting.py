@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import CONFIGS, random_rollout
 
-from lbs.acting import acting_mask, env_moves, greedy, noop_action
+from lbs.acting import acting_mask, env_moves, greedy, noop_action, play
 from lbs.hanabi import legal_moves
 
 
@@ -54,3 +54,51 @@ def test_greedy_against_loop() -> None:
     legal2[:, 0] = False
     assert torch.equal(greedy(q2, legal2), torch.ones(4, dtype=torch.long))
     assert greedy(q.view(3, 100, 9), legal.view(3, 100, 9)).shape == (3, 100)
+
+
+def test_play_with_a_move_override_and_a_hook_that_ends_the_loop() -> None:
+    """The override's moves are the moves made (a random legal one here, against a greedy blueprint), the
+    hook sees them, and a hook that returns True ends the loop there; an override cannot be captured."""
+    from lbs.graphs import Graphs
+    from lbs.hanabi import GameConfig, engine, random_moves
+    from lbs.models import NetConfig, make_qnet
+    from lbs.seeding import Stream, game_seeds
+
+    game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
+    torch.manual_seed(0)
+    net = make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1)).eval()
+    state = engine.reset(game, game_seeds(Stream.EVAL, 0, 6))
+    seen, overridden = [], []
+
+    def override(t, st, hid, move):
+        assert hid[0].shape[1] == 6 * game.players  # every seat's state after reading this observation
+        mine = random_moves(game, st, torch.arange(6) + 100 * t)
+        overridden.append(torch.where(st.done, move, mine))
+        return overridden[-1]
+
+    def hook(turn):
+        seen.append(turn.move)
+        return bool(turn.next_state.done.all())
+
+    with torch.no_grad():
+        final, _ = play(game, state, net.step, net.initial_state(6 * game.players), game.max_steps,
+                        hook=hook, override=override)
+    assert all(torch.equal(a, b) for a, b in zip(seen, overridden, strict=True))
+    assert bool(final.done.all()) and len(seen) < game.max_steps  # ended by the hook, not the step count
+    replayed = state
+    for move in overridden:
+        replayed = engine.step(game, replayed, move)[0]
+    assert replayed.equal(final)  # the override's moves, and only they, were made
+    assert not torch.equal(torch.stack(seen[:5]), torch.stack([t.move for t in _moves(game, net, state)][:5]))
+    with pytest.raises(ValueError, match="captured"):
+        play(game, state, net.step, net.initial_state(6 * game.players), 1, graphs=Graphs("cpu"),
+             override=override)
+
+
+def _moves(game, net, state):
+    """The blueprint's own turns from `state` (no override)."""
+    turns = []
+    with torch.no_grad():
+        play(game, state, net.step, net.initial_state(state.batch_size * game.players), game.max_steps,
+             hook=turns.append)
+    return turns

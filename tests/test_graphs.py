@@ -18,8 +18,9 @@ from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.scoring import evaluate
-from lbs.search.agent import SearchConfig, play_games
-from lbs.search.samplers import LearnedBelief, serve
+from lbs.search.agent import play_games
+from lbs.search.config import SearchConfig
+from lbs.search.setup import SearchSetup
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -99,14 +100,13 @@ def test_captured_evaluation_equals_eager(device):
 def test_captured_search_rollouts_make_the_same_decisions(device, depth):
     torch.manual_seed(0)
     model = BeliefModel(GAME, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
-    server = serve(net(0), model, device)
-    cfg = SearchConfig(depth=depth, rollouts=400, min_rollouts=20, delta=0.0)
+    cfg = SearchConfig(rollouts=400, min_rollouts=20, delta=0.0)
+    mode = "lbs-inf" if depth is None else f"lbs-{depth}"
     runs = []
     with torch.no_grad():
         for graphs in (False, True):
-            res = play_games(GAME, server.qnet().step, server.qnet().initial_state,
-                             lambda: LearnedBelief(GAME, server, 0), replace(cfg, cuda_graphs=graphs),
-                             games=4, seed=2, batch_games=4, device=device)
+            setup = SearchSetup.of(GAME, net(0), mode, replace(cfg, cuda_graphs=graphs), model, device)
+            res = play_games(setup, games=4, seed=2, batch_games=4)
             runs.append([(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in res])
     assert runs[0] == runs[1]
     assert sum(len(d) for _, d in runs[0]) > 0

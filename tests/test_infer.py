@@ -15,9 +15,12 @@ import torch
 from conftest import CONFIGS
 from torch import nn
 
-from lbs.acting import epsilon_greedy, greedy
+from lbs.acting import epsilon_greedy, greedy, play
+from lbs.bots import SmartBot
+from lbs.hanabi import GameConfig, engine
 from lbs.infer import QNET, InferenceServer, ServerConfig
 from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
+from lbs.models.qnet import select_rows
 
 GAME = CONFIGS["p2_c2"]
 A = GAME.num_actions
@@ -424,6 +427,48 @@ def test_concurrent_handle_calls_merge_into_one_pass() -> None:
     for i, r in enumerate(reqs):
         with torch.no_grad():
             assert near(out[i][0], net.step(*r)[0])
+
+
+def test_smartbot_is_served_with_its_state_batched_on_dim_0() -> None:
+    """SmartBot's state holds its rows on dim 0 (SmartBotState.batch_dim), not on dim 1 as an LSTM's: served
+    inline, and merged with another caller's games into one pass, its steps equal the bot's own on the
+    first lockstep steps of real games."""
+    game = GameConfig(players=2)
+    bot, n, p = SmartBot(game), 4, game.players
+    calls: list[tuple] = []
+
+    def own(*args):  # the bot's own steps, recorded with their inputs
+        out = bot.step(*args)
+        calls.append((args, out))
+        return out
+
+    with torch.no_grad():
+        play(game, engine.reset(game, torch.arange(n)), own, bot.initial_state(n * p), 8)
+
+    def same(a, b) -> bool:
+        return type(a) is type(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+    with InferenceServer(bot) as server:
+        served = server.qnet()
+        assert same(served.initial_state(n * p), bot.initial_state(n * p))
+        for args, (scores, state) in calls:
+            got_scores, got_state = served.step(*args)
+            assert torch.equal(got_scores, scores) and same(got_state, state)
+
+    # two callers with two games each (whole games: the bot decides per block of P rows), queued together
+    first, rest = torch.arange(2 * p), torch.arange(2 * p, n * p)
+    with InferenceServer(bot, cfg=MERGE) as server:
+        gate = Gate()
+        server.register("gate", gate)
+        for (priv, publ, legal, hid), (scores, state) in calls:
+            wait_until_idle(server, gate)
+            futures = [server.submit(QNET, step, priv[rows], publ[rows], legal[rows], select_rows(hid, rows))
+                       for rows in (first, rest)]
+            gate.release.set()
+            for rows, fut in zip((first, rest), futures, strict=True):
+                got_scores, got_state = fut.result(10)
+                assert torch.equal(got_scores, scores[rows]) and same(got_state, select_rows(state, rows))
+        assert server.stats.batches == 2 * len(calls) and server.stats.requests == 3 * len(calls)
 
 
 # ---- exploration on served Q-values ------------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_trainers_evaluation_and_reshuffles_never_share_a_deal_stream(dealt, tmp
                   actor=ActorConfig(num_games=4, max_len=GAME.max_steps), seed=seed, eval_games=4,
                   out_dir=str(tmp_path), wandb_mode="disabled")
     trainer = Trainer(cfg, progress=False)
-    trainer.act_round()
+    trainer.selfplay.act_round()
     by = {"blueprint train": dealt()}
     trainer.evaluate(4)
     by["blueprint validation"] = dealt()

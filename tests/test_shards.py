@@ -15,13 +15,14 @@ from conftest import run_ranks
 
 from lbs.models import load_belief, load_blueprint
 from lbs.scoring import eval_games
-from lbs.search.agent import SearchConfig, play_games, sampler_factory
-from lbs.search.samplers import serve
+from lbs.search.agent import play_games
+from lbs.search.config import SearchConfig
+from lbs.search.setup import SearchSetup
 from lbs.shards import ONE, Shard, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 BLUEPRINT, BELIEF = ROOT / "checkpoints" / "blueprint_2c.pt", ROOT / "checkpoints" / "belief_2c.pt"
-SEARCH = SearchConfig(depth=1, rollouts=170, min_rollouts=10)
+SEARCH = SearchConfig(rollouts=170, min_rollouts=10)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
 
 
@@ -37,21 +38,15 @@ def test_slices_cover_every_game_once_in_order():
 
 
 def _search(game, net, belief, games, batch_games, shard=ONE):
-    server = serve(net, belief, torch.device("cpu"))
-    with torch.no_grad():
-        out = play_games(game, server.qnet().step, server.qnet().initial_state,
-                         sampler_factory("belief", game, server, SEARCH.seat), SEARCH, games, seed=0,
-                         batch_games=batch_games, shard=shard)
-    server.close()
+    with SearchSetup.of(game, net, "lbs-1", SEARCH, belief) as setup, torch.no_grad():
+        out = play_games(setup, games, seed=0, batch_games=batch_games, shard=shard)
     return [(r.record.to_dict(), r.bombed, r.searched, r.deviated, r.fallbacks, r.rollouts, r.decisions)
             for r in out]
 
 
 # Each rank scores its slice of 25 games (batch 4) and searches its slice of 3 games (2 at a time).
 WORKER = """
-import sys
 import torch
-sys.path.insert(0, {tests!r})
 from test_shards import BELIEF, BLUEPRINT, _search
 from lbs.models import load_belief, load_blueprint
 from lbs.scoring import eval_games
@@ -68,7 +63,7 @@ torch.save({{"rows": rows, "search": search}}, {tmp!r} + f"/rank{{shard.rank}}.p
 
 
 def test_two_processes_score_and_search_the_games_one_process_plays(tmp_path, one_thread):
-    ranks = run_ranks(WORKER.format(tests=str(ROOT / "tests"), tmp=str(tmp_path)), 2, tmp_path)
+    ranks = run_ranks(WORKER.format(tmp=str(tmp_path)), 2, tmp_path, imports=ROOT / "tests")
     for r, p in enumerate(ranks):
         assert p.returncode == 0, f"rank {r}: {p.stderr[-3000:]}"
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))

@@ -113,14 +113,9 @@ def test_combine_gives_no_speed_up_between_machines(tmp_path):
     assert "NVIDIA H100" in res.stdout  # each row names where it ran
 
 
-def test_a_run_saves_its_finished_modes_marked_partial(tmp_path, monkeypatch):
+def test_a_run_saves_its_finished_modes_marked_partial(tmp_path):
     """table1 rewrites its files after every mode: a run stopped mid-way keeps the rows it finished."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("table1", SCRIPT)
-    t1 = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "table1", t1)  # dataclasses look their module up there
-    spec.loader.exec_module(t1)
+    from experiments import table1 as t1
     bp = [5.0, 6.0]
     rows = [t1.Row("blueprint", summary("blueprint", bp, 0.0), bp, bp),
             t1.Row("lbs-1", summary("lbs-1", [6.0, 6.0], 1.0), [6.0, 6.0], bp)]
@@ -137,8 +132,7 @@ def test_scratch_results_of_the_same_second_get_their_own_names(tmp_path, monkey
     import datetime
     import types
 
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    import common
+    from experiments import common
 
     class Frozen(datetime.datetime):
         @classmethod

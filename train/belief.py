@@ -4,6 +4,7 @@
     python train/belief.py --blueprint checkpoints/blueprint_2p.pt --preset paper --device auto
     python train/belief.py --resume runs/belief/tiny-20261122-130000/latest.pt --total_steps 5000
     python train/belief.py --blueprint bp.pt --preset tiny --model.hidden 128 --batch_size 32
+    python train/belief.py --blueprint smartbot --preset tiny     # SmartBot's games (2 players); no file
 
 Every run gets its own folder (runs/belief/<preset>-<date>-<time>, printed at start) unless --out_dir
 names one; a folder that holds a run is never written into unless --resume continues it or
@@ -33,7 +34,8 @@ from lbs.runs import Stopped, default_out_dir
 
 def parser(preset: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--blueprint", default=None, help="blueprint checkpoint whose games the belief learns")
+    ap.add_argument("--blueprint", default=None,
+                    help="blueprint checkpoint whose games the belief learns, or a rule bot: smartbot")
     ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="starting config [tiny]")
     ap.add_argument("--resume", default=None, help="latest.pt of a belief run to continue")
     ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")

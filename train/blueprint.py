@@ -28,7 +28,8 @@ from lbs import ckpt
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
-from lbs.rl.trainer import PRESETS, TrainConfig, Trainer, apply_preset
+from lbs.rl.config import PRESETS, TrainConfig, apply_preset
+from lbs.rl.trainer import Trainer
 from lbs.runs import Stopped, default_out_dir, say
 
 

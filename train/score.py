@@ -1,7 +1,10 @@
-"""Score a blueprint checkpoint with greedy self-play on fixed deals (and a belief on those games).
+"""Score a blueprint with greedy self-play on fixed deals (and a belief on those games).
 
     python train/score.py checkpoints/blueprint_2p.pt --games 5000 --seed 0 --device auto
     python train/score.py checkpoints/blueprint_2p.pt --belief checkpoints/belief_2p.pt --games 1000
+    python train/score.py smartbot --players 3 --games 10000
+
+The blueprint is a checkpoint file or a rule bot's name (`smartbot`, for `--players` players).
 
 Games 0 .. games-1 of the evaluation stream of `--seed` (lbs.seeding): the same deals on any device,
 for any --batch and any --devices, so numbers are comparable across runs and with model cards.
@@ -17,8 +20,9 @@ import sys
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
+from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer
-from lbs.models import load_belief, load_blueprint, resolve_device
+from lbs.models import is_rule_bot, load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
 from lbs.shards import launch, plan, rank_device
@@ -26,7 +30,9 @@ from lbs.shards import launch, plan, rank_device
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint", help="blueprint checkpoint (.pt)")
+    ap.add_argument("checkpoint", help="blueprint checkpoint (.pt), or a rule bot: smartbot")
+    ap.add_argument("--players", type=int, default=None,
+                    help="players, for a rule bot (default 2); a checkpoint carries its own game")
     ap.add_argument("--games", type=int, default=1000, help="games to play (default 1000)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: which fixed deals (default 0)")
     ap.add_argument("--batch", type=int, default=1000, help="games played at once (default 1000)")
@@ -46,7 +52,13 @@ def main(argv: list[str] | None = None) -> None:
         device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
-        game, net = load_blueprint(args.checkpoint, device=device)
+        if is_rule_bot(args.checkpoint):
+            game, net = load_blueprint(args.checkpoint, device, GameConfig(players=args.players or 2))
+        else:
+            game, net = load_blueprint(args.checkpoint, device=device)
+            if args.players not in (None, game.players):
+                raise ValueError(f"--players {args.players}: {args.checkpoint} is a {game.players}-player "
+                                 "blueprint")
         if args.belief:
             _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..models.belief import BeliefConfig
-
-WANDB_MODES = ("offline", "online", "disabled")
+from ..runs import WANDB_MODES
 
 
 @dataclass

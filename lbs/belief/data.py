@@ -50,7 +50,8 @@ class BeliefData:
     """A frozen blueprint's self-play feeding a replay of streams; a thread keeps adding rounds.
 
     add/sample hold one lock. sample() blocks until min_replay streams are in, re-raises a producer
-    failure, and returns None once close() was called. Round r plays seeds seed*10**7 + i, episode r.
+    failure, and returns None once close() was called. Round r plays games 0..N-1 of the run seed's
+    BELIEF_TRAIN stream (lbs.seeding), episode r.
     """
 
     def __init__(self, cfg: BeliefTrainConfig, game: GameConfig, blueprint: nn.Module, actor: ActorConfig,

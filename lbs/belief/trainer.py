@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
-import signal
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +49,16 @@ from ..configs import from_dict, to_dict
 from ..hanabi.config import GameConfig
 from ..models.belief import BeliefModel
 from ..models.io import BELIEF_KIND as KIND
-from ..models.io import BLUEPRINT_KIND, check_blueprint_hash, load_blueprint, resolve_device
+from ..models.io import (
+    BLUEPRINT_KIND,
+    blueprint_identity,
+    check_blueprint_hash,
+    is_rule_bot,
+    load_blueprint,
+    resolve_device,
+)
 from ..rl.actors import ActorConfig
-from ..runs import Stopped, check_out_dir, say, signal_name
+from ..runs import Lifecycle, stop_reason
 from ..seeding import Stream
 from .config import BeliefTrainConfig
 from .data import BeliefData, ReplayBatches
@@ -71,7 +76,7 @@ class BeliefModule(pl.LightningModule):
         self.blueprint = dict(blueprint or {})
         self.model = BeliefModel(game, cfg.model)
         self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
-        self.best_path: Path | None = None  # out_dir/best.pt, read on resume (it can be newer than latest.pt)
+        self.life: Lifecycle | None = None  # the run's folder: best.pt is read on resume (it can be newer)
 
     def on_train_start(self) -> None:
         """A resumed optimizer would keep the checkpoint's lr and eps; this run's config wins."""
@@ -111,14 +116,17 @@ class BeliefModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.data is not None:
             self.data.rounds = int(checkpoint["data"]["rounds"])
-        val = checkpoint.get("validation", {})
-        self.best_val, self.best_step = float(val.get("best_nll", math.inf)), int(val.get("best_step", -1))
-        if self.best_path is not None and self.best_path.is_file():
-            # best.pt is written at each new best, latest.pt every checkpoint_every steps: after a crash
-            # the lower of the two is the best so far, so a worse model never replaces best.pt
-            best = ckpt.load(self.best_path, KIND, game=self.game.to_dict()).get("validation", {})
-            if float(best.get("best_nll", math.inf)) < self.best_val:
-                self.best_val, self.best_step = float(best["best_nll"]), int(best["best_step"])
+        best = _best_validation(checkpoint)
+        if self.life is not None:  # best.pt can be newer than latest.pt: the lower NLL of the two wins
+            best = self.life.best_so_far(best, _best_validation, lambda a, b: a[0] < b[0],
+                                         game=self.game.to_dict())
+        self.best_val, self.best_step = best
+
+
+def _best_validation(checkpoint: dict) -> tuple[float, int]:
+    """(lowest validation NLL per card, its step) that a belief checkpoint records."""
+    val = checkpoint.get("validation", {})
+    return float(val.get("best_nll", math.inf)), int(val.get("best_step", -1))
 
 
 class BeliefCheckpointIO(CheckpointIO):
@@ -211,35 +219,31 @@ class BeliefTrainer:
                  progress: bool = True, overwrite: bool = False):
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
-        check_out_dir(self.out, resuming=resume is not None, overwrite=overwrite)
+        self.life = Lifecycle(KIND, self.out, "step")
+        self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
+        sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
-        if not self.blueprint_path.is_file():
-            raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
-        self.game, net = load_blueprint(self.blueprint_path, device=self.device)
-        bp_actor = from_dict(ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
-        sha = ckpt.file_hash(self.blueprint_path)
+        self.game, net = load_blueprint(blueprint, device=self.device)
+        bp_actor = ActorConfig() if is_rule_bot(blueprint) else from_dict(
+            ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         self.resume = Path(resume) if resume else None
         self.start_step, self.wandb_id = 0, None
         start_round = 0
         if self.resume is not None:
-            blob = ckpt.load(self.resume, KIND, game=self.game.to_dict())
-            if "optimizer_states" not in blob or "data" not in blob:
-                raise ckpt.CheckpointError(f"{self.resume} holds weights only (a shipped model), not a "
-                                           "training state: it cannot be resumed; start a new run instead")
+            blob = self.life.training_state(self.resume, ("optimizer_states", "data"), self.game.to_dict())
             check_blueprint_hash(blob, self.resume, sha, self.blueprint_path)
             stored = from_dict(BeliefTrainConfig, blob["config"])
-            if stored.model != cfg.model:
-                raise ckpt.CheckpointError(f"{self.resume} was trained with model {stored.model}, "
-                                           f"this run uses {cfg.model}: --model.* cannot change on resume")
+            self.life.refuse_changes(self.resume, stored, cfg, ("model",))
             start_round = int(blob["data"]["rounds"])
             self.start_step, self.wandb_id = int(blob.get("step", 0)), blob.get("wandb_id")
         pl.seed_everything(cfg.seed, verbose=False)
         self.data = BeliefData(cfg, self.game, net, bp_actor, self.device, start_round)
         # the blueprint's path relative to the run folder, so the pair can move together
-        rel = os.path.relpath(self.blueprint_path.resolve(), self.out.resolve())
+        rel = str(blueprint) if is_rule_bot(blueprint) else os.path.relpath(self.blueprint_path.resolve(),
+                                                                             self.out.resolve())
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
-        self.module.best_path = self.out / "best.pt"
+        self.module.life = self.life
         self._io = BeliefCheckpointIO(self.game, sha)
 
     @property
@@ -252,12 +256,10 @@ class BeliefTrainer:
 
         cfg = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
-        self.wandb_id = self.wandb_id or secrets.token_hex(4)
-        self.module.wandb_id = self.wandb_id
-        logger = WandbLogger(project=cfg.wandb_project, save_dir=str(self.out), name=self.out.name,
-                             id=self.wandb_id, resume="allow", group=cfg.wandb_group or None,
-                             tags=self.tags, job_type="belief",
-                             mode=os.environ.get("WANDB_MODE", cfg.wandb_mode))  # the environment wins
+        settings = self.life.wandb_settings(cfg.wandb_project, cfg.wandb_group, cfg.wandb_mode, self.wandb_id,
+                                            self.tags)
+        self.wandb_id = self.module.wandb_id = settings["id"]
+        logger = WandbLogger(save_dir=None, **settings)  # settings["dir"]: the run folder
         logger.log_hyperparams({**to_dict(cfg), "game": self.game.to_dict(),
                                 "blueprint": self.module.blueprint})
         callbacks: list = []
@@ -290,14 +292,11 @@ class BeliefTrainer:
         import wandb
 
         cfg = self.cfg
-        if self.finished:
-            say(f"the run in {self.out} already finished ({self.start_step} of total_steps="
-                f"{cfg.total_steps}): nothing to do; pass a larger --total_steps to train further")
+        if self.life.finished(self.start_step, cfg.total_steps):
             self.data.stop()
             return None
         self.tags = tags or []
-        self.out.mkdir(parents=True, exist_ok=True)
-        say(f"belief run in {self.out} from step {self.start_step} on {self.device.type}")
+        self.life.begin(self.start_step, self.device.type)
         with warnings.catch_warnings():
             for msg in (".*does not have many workers.*", ".*resuming from a checkpoint that ended before.*",
                         ".*could not determine the length.*"):
@@ -305,27 +304,22 @@ class BeliefTrainer:
             trainer = self._trainer()
             saver = next(c for c in trainer.callbacks if isinstance(c, _PeriodicCheckpoint))
             run = trainer.logger.experiment
-            run.define_metric("trainer/global_step")
-            run.define_metric("*", step_metric="trainer/global_step")
-            run.define_metric("val/nll_per_card", step_metric="trainer/global_step", summary="min")
+            self.life.declare_metrics(run, "trainer/global_step", "val/nll_per_card", "min")
             try:
                 trainer.fit(self.module, ckpt_path=str(self.resume) if self.resume else None)
-            except BaseException as e:
+            except BaseException as e:  # latest.pt was written by _PeriodicCheckpoint.on_exception
                 self.data.stop()
                 wandb.finish()
-                stop = saver.exception or e
-                where = f"at step {trainer.global_step}: saved {saver.path}"
-                if isinstance(stop, KeyboardInterrupt) or trainer.received_sigterm:
-                    signum = signal.SIGTERM if trainer.received_sigterm else signal.SIGINT
-                    say(f"stopped by {signal_name(signum)} {where}")
-                    raise Stopped(f"stopped by {signal_name(signum)}", signum) from None
-                say(f"stopped by an error ({type(stop).__name__}) {where}")
+                reason, stop = stop_reason(saver.exception or e, sigterm=trainer.received_sigterm)
+                self.life.end(reason, trainer.global_step, saver.path)
+                if stop is not None:
+                    raise stop from None
                 raise
             self.data.stop()
         step = trainer.global_step
         reason = (f"finished ({cfg.total_steps} steps)" if step >= cfg.total_steps
                   else f"time limit (max_minutes={cfg.max_minutes:g}) reached")
-        say(f"{reason} at step {step}: saved {saver.path}")
+        self.life.end(reason, step, saver.path)
         nll = trainer.callback_metrics.get("train/nll_per_card")
         result = None
         if cfg.eval_games:

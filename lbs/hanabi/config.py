@@ -176,6 +176,24 @@ class GameConfig:
         rows += [(REVEAL_RANK, -1, o, -1, r) for o in range(1, self.players) for r in range(self.ranks)]
         return tuple(rows)
 
+    def discard_move(self, slot):
+        """Move id of discarding `slot` (an int or a tensor of them)."""
+        return slot
+
+    def play_move(self, slot):
+        """Move id of playing `slot` (an int or a tensor of them)."""
+        return self.hand_size + slot
+
+    def color_hint_move(self, offset, color):
+        """Move id of hinting colour `color` (0..C-1) to the player `offset` (1..P-1) seats after the mover
+        (ints or tensors that broadcast)."""
+        return 2 * self.hand_size + (offset - 1) * self.colors + color
+
+    def rank_hint_move(self, offset, rank):
+        """Move id of hinting rank index `rank` (0..R-1) to the player `offset` (1..P-1) seats after the
+        mover (ints or tensors that broadcast)."""
+        return 2 * self.hand_size + (self.players - 1) * self.colors + (offset - 1) * self.ranks + rank
+
     def move_name(self, move: int) -> str:
         """Human-readable move, in HLE's style."""
         if not 0 <= move < self.num_moves:

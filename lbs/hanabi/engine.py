@@ -341,17 +341,17 @@ def check_moves(cfg: GameConfig, state: HanabiState, moves: torch.Tensor) -> Non
 def set_hand(
     cfg: GameConfig, state: HanabiState, player: torch.Tensor, cards: torch.Tensor, seeds: torch.Tensor
 ) -> HanabiState:
-    """Give `player` [B] the hand `cards` [B, H] (-1 in the same empty slots) and keep the deck
-    consistent: the old hand goes back into the undealt cards, the new one comes out, and the
-    undealt part is reshuffled from `seeds` [B] (any int64 keys: they are hashed behind the
-    RESHUFFLE_KEY of their own stream, so no deal ever shares a key with a reshuffle). Knowledge is
-    kept (the caller samples hands that agree with it). Rows whose multiset does not fit get garbage;
-    check with hand_fits first."""
+    """Give `player` [B] the hand `cards` [B, H] (-1 in the same empty slots) and a deck built from what
+    that player sees: the undealt cards are the copies they cannot see minus the new hand (a multiset,
+    never the true deck order), shuffled from `seeds` [B] (any int64 keys: they are hashed behind the
+    RESHUFFLE_KEY of their own stream, so no deal ever shares a key with a reshuffle). Dealt positions
+    hold -1: those cards are in hands, discards or fireworks, and nothing reads them. Knowledge is kept
+    (the caller samples hands that agree with it). Rows whose multiset does not fit get garbage; check
+    with hand_fits first."""
     tb = tables(cfg, state.device)
     b, n, t = state.batch_size, cfg.num_cards, cfg.card_types
     cards = cards.long()
-    old = state.hands.gather(1, player[:, None, None].expand(-1, 1, cfg.hand_size)).squeeze(1)
-    pool = remaining_counts(cfg, state) + card_histogram(old, t) - card_histogram(cards, t)  # [B, T] undealt
+    pool = unseen_counts(cfg, state, player) - card_histogram(cards, t)  # [B, T] undealt
     take = tb.instance_copy[None, :] < pool.gather(1, tb.instance_card[None, :].expand(b, -1))  # [B, N]
     keys = permutation_keys(n, torch.full_like(seeds.long(), RESHUFFLE_KEY), seeds.long())
     keys = torch.where(take, keys, torch.iinfo(torch.long).max)
@@ -359,7 +359,7 @@ def set_hand(
     j = torch.arange(n, device=state.device)[None, :]
     undealt = j >= state.deck_pos[:, None]
     src = (j - state.deck_pos[:, None]).clamp(min=0)
-    deck = torch.where(undealt, chosen.gather(1, src), state.deck)
+    deck = torch.where(undealt, chosen.gather(1, src), -1)
     pmask = (torch.arange(cfg.players, device=state.device)[None, :] == player[:, None])[:, :, None]
     hands = torch.where(pmask, cards[:, None, :], state.hands)
     return state.replace(deck=deck, hands=hands)

@@ -4,7 +4,7 @@ A state policy is a pure function (cfg, state, seeds [B]) -> legal move ids [B]:
 over the batch, no loop over games, no host sync. Randomness comes from hashing (seed, step, tag),
 so a game's moves depend only on its own seed and state: the same on any batch size and device.
 An observation policy (cfg, obs [B, D], legal [B, M], seeds [B]) -> moves sees only what a player
-sees (the canonical observation) and can play HLE's rl_env through lbs.hanabi.hle.RlEnvAgent.
+sees (the canonical observation) and can play HLE's rl_env through lbs.hanabi.interop.rl_env.RlEnvAgent.
 """
 
 from __future__ import annotations

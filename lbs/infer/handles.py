@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from ..models.qnet import HiddenState
+from .weights import Weights
 
-if TYPE_CHECKING:
-    from .server import InferenceServer
+
+class Server(Protocol):
+    """What a handle uses of its InferenceServer (a protocol, so this module needs no import of it)."""
+
+    device: torch.device
+    weights: Weights
+
+    def call(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+    def pinned(self, name: str) -> AbstractContextManager[int]: ...
 
 
 # ---- what the server runs on its copy (one function per served method) -------------------------------
@@ -53,7 +63,7 @@ class ModelHandle:
     requires: tuple[str, ...] = ()
     """methods the registered module must have for this kind of handle"""
 
-    def __init__(self, server: InferenceServer, name: str):
+    def __init__(self, server: Server, name: str):
         self.server, self.name = server, name
         with self.borrowed() as module:
             missing = [m for m in self.requires if not callable(getattr(module, m, None))]

@@ -5,7 +5,8 @@ inline instead (see InferenceServer). Requests merge when they call the same mod
 their batched arguments agree in every dimension but the batch, and their keyword constants are equal.
 
 Batching rule for arguments and results: a Tensor has its batch on dim 0; a tuple of tensors (a recurrent
-state such as HiddenState) has it on dim 1; None passes through; other constants go in keyword arguments.
+state) has it on its type's `batch_dim` (HiddenState, and a plain tuple: dim 1, layers first; SmartBotState:
+dim 0); None passes through; other constants go in keyword arguments.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..models.qnet import state_batch_dim
 from .weights import Weights, same_kind
 
 
@@ -172,13 +174,15 @@ def batch_signature(args: tuple) -> tuple[int, tuple]:
                 raise ValueError(f"argument {j} is a 0-d tensor; constants go in keyword arguments")
             batch(a.shape[0], f"argument {j}, dim 0")
             sig.append(("t", tuple(a.shape[1:]), a.dtype))
-        elif isinstance(a, (tuple, list)) and all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in a):
+        elif isinstance(a, (tuple, list)) and all(isinstance(t, torch.Tensor) and t.dim() > state_batch_dim(a)
+                                                  for t in a):
+            d = state_batch_dim(a)
             for t in a:
-                batch(t.shape[1], f"state argument {j}, dim 1")
-            sig.append(("s", type(a), tuple((t.shape[0], tuple(t.shape[2:]), t.dtype) for t in a)))
+                batch(t.shape[d], f"state argument {j}, dim {d}")
+            sig.append(("s", type(a), tuple((t.shape[:d] + t.shape[d + 1:], t.dtype) for t in a)))
         else:
             raise TypeError(f"argument {j} ({type(a).__name__}) must be a tensor, a tuple of state tensors "
-                            "[layers, B, ...] or None; pass constants as keyword arguments")
+                            "(batch on its type's batch_dim) or None; pass constants as keyword arguments")
     if rows is None:
         raise ValueError("a served call needs at least one batched tensor argument")
     return rows, tuple(sig)
@@ -204,17 +208,19 @@ def _concat(arg_lists: list[tuple]) -> tuple:
         elif isinstance(a, torch.Tensor):
             out.append(torch.cat(parts, dim=0))
         else:
-            out.append(same_kind(a, [torch.cat(ts, dim=1) for ts in zip(*parts, strict=True)]))
+            d = state_batch_dim(a)
+            out.append(same_kind(a, [torch.cat(ts, dim=d) for ts in zip(*parts, strict=True)]))
     return tuple(out)
 
 
 def _split(out, sizes: list[int]) -> list:
-    """Split a result by rows: a Tensor on dim 0, a NamedTuple (HiddenState) as a state on dim 1, a plain
-    tuple item by item (its tensors on dim 0, its nested tuples as states on dim 1)."""
+    """Split a result by rows: a Tensor on dim 0, a NamedTuple (a recurrent state) on its type's batch_dim,
+    a plain tuple item by item (its tensors on dim 0, its nested tuples as states)."""
     n = len(sizes)
 
     def state(s) -> list:
-        cols = [[p.contiguous() for p in torch.split(t, sizes, dim=1)] for t in s]
+        d = state_batch_dim(s)
+        cols = [[p.contiguous() for p in torch.split(t, sizes, dim=d)] for t in s]
         return [same_kind(s, [c[i] for c in cols]) for i in range(n)]
 
     def item(x) -> list:

@@ -8,6 +8,8 @@ from .doubles import FixedQNet
 from .io import (
     BELIEF_KIND,
     BLUEPRINT_KIND,
+    RULE_BOTS,
+    is_rule_bot,
     load_belief,
     load_blueprint,
     resolve_device,
@@ -18,12 +20,14 @@ from .qnet import HiddenState, NetConfig, QNet, make_qnet
 __all__ = [
     "BELIEF_KIND",
     "BLUEPRINT_KIND",
+    "RULE_BOTS",
     "BeliefConfig",
     "BeliefModel",
     "FixedQNet",
     "HiddenState",
     "NetConfig",
     "QNet",
+    "is_rule_bot",
     "load_belief",
     "load_blueprint",
     "make_qnet",

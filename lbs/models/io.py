@@ -14,12 +14,19 @@ from pathlib import Path
 import torch
 
 from .. import ckpt
+from ..bots import SmartBot
 from ..configs import from_dict
 from ..hanabi.config import GameConfig
 from .belief import BeliefConfig, BeliefModel
 from .qnet import NetConfig, QNet, make_qnet
 
 BLUEPRINT_KIND, BELIEF_KIND = "blueprint", "belief"
+RULE_BOTS = {SmartBot.name: SmartBot}
+"""Blueprints that need no checkpoint: where a blueprint file is expected, their name loads them."""
+
+
+def is_rule_bot(path: str | Path | None) -> bool:
+    return path is not None and str(path) in RULE_BOTS
 
 
 def resolve_device(name: str) -> torch.device:
@@ -37,9 +44,15 @@ def _float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def load_blueprint(path: str | Path, device: torch.device | str = "cpu",
-                   game: GameConfig | None = None) -> tuple[GameConfig, QNet]:
+                   game: GameConfig | None = None) -> tuple[GameConfig, QNet | SmartBot]:
     """(GameConfig, network in eval mode on `device`) from a blueprint checkpoint; weights as float32.
-    With game, the stored game config must equal it (ckpt.CheckpointError otherwise)."""
+    With game, the stored game config must equal it (ckpt.CheckpointError otherwise).
+
+    A rule bot's name instead of a path ("smartbot") gives that bot for `game` (default: 2 players); a
+    game it cannot play raises ValueError naming the field."""
+    if is_rule_bot(path):
+        game = game if game is not None else GameConfig()
+        return game, RULE_BOTS[str(path)](game, device)
     blob = ckpt.load(path, BLUEPRINT_KIND, game=game.to_dict() if game else None, map_location="cpu")
     try:
         stored_game = GameConfig.from_dict(blob["config"]["game"])
@@ -63,13 +76,27 @@ def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
         )
 
 
-def stored_blueprint_path(blob: dict, belief_path: str | Path) -> Path:
+def blueprint_identity(blueprint: str | Path) -> str:
+    """What a belief records of its blueprint to recognise it later: a checkpoint's sha256, a rule bot's
+    name. ckpt.CheckpointError for a missing file."""
+    if is_rule_bot(blueprint):
+        return str(blueprint)
+    if not Path(blueprint).is_file():
+        raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
+    return ckpt.file_hash(blueprint)
+
+
+def stored_blueprint_path(blob: dict, belief_path: str | Path) -> Path | str:
     """The blueprint a belief checkpoint names. A relative path is relative to the belief file's own
-    folder (so shipped files work from any working directory); an absolute one is used as is."""
+    folder (so shipped files work from any working directory); an absolute one is used as is; a rule bot
+    is its name."""
     try:
-        stored = Path(blob["blueprint"]["path"])
+        name = blob["blueprint"]["path"]
+        stored = Path(name)
     except (KeyError, TypeError) as e:
         raise ckpt.CheckpointError(f"{belief_path} names no blueprint; pass the blueprint explicitly") from e
+    if is_rule_bot(name):
+        return name
     return stored if stored.is_absolute() else Path(belief_path).parent / stored
 
 
@@ -77,15 +104,12 @@ def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game
                 device: torch.device | str = "cpu") -> tuple[GameConfig, BeliefModel]:
     """(GameConfig, BeliefModel in eval mode on `device`) from a belief checkpoint.
 
-    With blueprint_path, that file's sha256 must be the one the belief was trained for; with game, the
-    stored game config must equal it. Either mismatch raises ckpt.CheckpointError.
+    With blueprint_path, that file's sha256 (or that rule bot's name) must be the one the belief was trained
+    for; with game, the stored game config must equal it. Either mismatch raises ckpt.CheckpointError.
     """
     blob = ckpt.load(path, BELIEF_KIND, game=game.to_dict() if game else None, map_location="cpu")
     if blueprint_path is not None:
-        bp = Path(blueprint_path)
-        if not bp.is_file():
-            raise ckpt.CheckpointError(f"blueprint checkpoint not found: {bp}")
-        check_blueprint_hash(blob, path, ckpt.file_hash(bp), bp)
+        check_blueprint_hash(blob, path, blueprint_identity(blueprint_path), blueprint_path)
     try:
         stored_game = GameConfig.from_dict(blob["game"])
         model = BeliefModel(stored_game, from_dict(BeliefConfig, blob["config"]["model"]))

@@ -28,11 +28,24 @@ class HiddenState(NamedTuple):
     """Recurrent state (h, c), each [layers, B, hidden]; a plain tuple anywhere one is expected.
 
     A named type so batching code (the inference server) can tell it from a tuple of outputs: its
-    batch dimension is 1, not 0.
+    batch dimension is 1, not 0 (`batch_dim`; other blueprints' states name their own).
     """
 
     h: torch.Tensor
     c: torch.Tensor
+    batch_dim = 1  # no annotation: a class constant, not a field
+
+
+def state_batch_dim(state: tuple) -> int:
+    """The dimension that holds the rows of a recurrent state's tensors: its type's `batch_dim` (a plain
+    tuple is taken as an LSTM's (h, c), batch on dim 1; SmartBotState's is 0)."""
+    return getattr(type(state), "batch_dim", 1)
+
+
+def select_rows(state: tuple, rows: torch.Tensor) -> tuple:
+    """The state of rows `rows` [n] (long) of a recurrent state, of the same type."""
+    d = state_batch_dim(state)
+    return type(state)(*(x.index_select(d, rows) for x in state))
 
 
 WithState = tuple[torch.Tensor, HiddenState]  # (output, new recurrent state)
@@ -81,9 +94,10 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, 
     """lstm(x, hid) for batch-first x [B, T, D]; one step (acting, search rollouts) runs as explicit cells
     (lstm_cells) on every device. On CUDA cuDNN picks a persistent kernel for a single step of a wide
     batch that is ~100x slower than the matmuls it replaces (4.6 ms per layer at 16,384 rows x 128 on an
-    H100, 90% of a search rollout; experiments/results/bench_search_2026-11-22_h100.md); on CPU oneDNN's
-    step is 1.64x slower than the cells at a rollout batch's 16,384 rows
-    (experiments/results/bench_lstm_step_2026-11-22_cpu.md). Sequences (training) keep the fused layer."""
+    H100, 90% of a search rollout; experiments/results/bench_search/bench_search_2026-11-22_h100.md); on
+    CPU oneDNN's step is 1.64x slower than the cells at a rollout batch's 16,384 rows
+    (experiments/results/bench_lstm_step/bench_lstm_step_2026-11-22_cpu.md). Sequences (training) keep
+    the fused layer."""
     if x.shape[1] == 1:
         return lstm_cells(lstm, x, hid)
     return lstm(x, tuple(hid))
@@ -206,6 +220,20 @@ class QNet(nn.Module):
         """Q [..., A] for private observations [..., D] against a public output [..., hidden]
         (broadcast: e.g. priv [B, K, D] for K candidate hands with publ_out [B, 1, hidden])."""
         raise TypeError(f"{type(self).__name__} has no public/private split")
+
+    def private_input_layer(self) -> nn.Linear:
+        """The private network's first layer, linear in the observation: a candidate hand's pre-activation
+        is a shared term plus one weight column per (slot, card), so SPARTA's filter sums columns instead
+        of re-encoding every candidate (lbs.search.range_filter)."""
+        return self.priv_net[0]
+
+    def advantages_from_input_layer(self, x: torch.Tensor, publ_out: torch.Tensor) -> torch.Tensor:
+        """Advantages [n, A] from the private input layer's pre-activation x [n, hidden] (modified in
+        place) and the public output [n, hidden]: Q up to a per-row constant (the value and the legal mean
+        of the advantages are the same for every action), so the same greedy move and the same gaps."""
+        for layer in self.priv_net[1:]:
+            x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
+        return self.head.adv(x.mul_(publ_out))
 
     def _public_in(self, publ: torch.Tensor) -> tuple[torch.Tensor, bool]:
         if publ.dim() not in (2, 3) or publ.shape[-1] != self.game.public_dim:

@@ -24,7 +24,7 @@ __all__ = [
 
 
 class QNet(Protocol):
-    """What r2d2_loss needs from a network (duck-typed; lbs.nets.QNet fits).
+    """What r2d2_loss needs from a network (duck-typed; lbs.models.qnet.QNet fits).
 
     forward(priv [N, T, Dpriv], publ [N, T, Dpubl], legal [N, T, A] bool, hid) -> (q [N, T, A], hid).
     A net with an auxiliary own-card head has a non-None `aux` attribute and
@@ -157,7 +157,7 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
     aux_target [B, T, P, H] long (class per own card, -1 = no card). weights [B]: IS weights.
     Both nets run over every seat's sequence from their initial state; the target net only under
     no_grad. When the online net has an aux head (has_aux_head) and aux_weight > 0, the aux loss
-    (cross-entropy over valid steps and real cards, classes as lbs.nets.aux_targets, -1 = no card)
+    (cross-entropy over valid steps and real cards, classes as lbs.rl.actors.aux_targets, -1 = no card)
     is added with aux_weight; it then requires batch["aux_target"].
     Under DDP, register forward_aux with fabric.mark_forward_method so it goes through the wrapper.
     """

@@ -8,80 +8,39 @@ beats the blueprint move by more than `delta`, else the blueprint move (LBS pape
 "Implementation Details"; SPARTA, single-agent search).
 
 A decision's rollouts (games x samples x moves) are one engine batch (in chunks of `max_rows`); the
-only host syncs are between rounds (to size the next batch) and once per real move.
+only host syncs are between rounds (to size the next batch) and once per real move. The real games are
+the package's one lockstep loop (acting.play): the search replaces the searcher's move through its
+override, and the hand sampler follows every move through its hook.
 """
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
-from ..acting import InitHidden, QFunction, env_moves, greedy, observe
+from ..acting import QFunction, Turn, play
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
-from ..hanabi.encode import public_features
 from ..hanabi.interop.record import GameRecord
 from ..hanabi.rng import hash_keys
 from ..hanabi.state import HanabiState
-from ..infer import InferenceServer
+from ..models.qnet import select_rows
 from ..seeding import Stream, game_seeds, pack
 from ..shards import ONE, Shard
-from .exact_range import ExactRange
+from .config import SearchConfig
 from .pruning import MoveStats, choose, prune
 from .rollouts import rollout_returns
-from .samplers import HandSampler, LearnedBelief
+from .samplers import HandSampler
+from .timing import Timing
 
-
-@dataclass
-class SearchConfig:
-    """How one seat searches."""
-
-    depth: int | None = 16
-    """blueprint moves after the candidate move before bootstrapping with Q (LBS-k); None: play to the
-    end of the game (LBS-inf, SPARTA)"""
-    rollouts: int = 10_000
-    """rollouts per searched move, split over the moves still in play"""
-    min_rollouts: int = 100
-    """rollouts each legal move gets before it may be pruned; also the samples drawn per round"""
-    prune_z: float = 2.0
-    """a move whose mean is more than this many standard errors below the best stops receiving rollouts"""
-    delta: float = 0.05
-    """play the search move only if its mean beats the blueprint move's by more than this"""
-    min_valid: int = 1
-    """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
-    seat: int = 0
-    """the searching seat; every other seat plays the blueprint"""
-    max_rows: int = 8192
-    """rollouts run in one engine batch (memory cap); results do not depend on it"""
-    cuda_graphs: bool = False
-    """capture the rollout step as a CUDA graph per batch size and replay it (lbs.graphs); batches are
-    padded to powers of two so a few graphs serve every decision. Off CUDA it runs eagerly (tests)"""
-
-    def check(self, game: GameConfig) -> None:
-        """ValueError naming the field, before any work."""
-        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
-            raise ValueError(f"SearchConfig.depth={self.depth!r}: must be an int >= 0 or None (to the end)")
-        for name in ("rollouts", "min_rollouts", "max_rows"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r}: must be an int >= 1")
-        if not 0 <= self.min_valid <= self.min_rollouts:
-            raise ValueError(f"SearchConfig.min_valid={self.min_valid}: must be in 0..min_rollouts "
-                             f"({self.min_rollouts})")
-        if self.prune_z <= 0 or self.delta < 0:
-            raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be > 0 and delta={self.delta} >= 0")
-        if not 0 <= self.seat < game.players:
-            raise ValueError(f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
-                             f"for {game.players} players")
-        need = self.min_rollouts * game.num_moves
-        if self.rollouts < need:
-            raise ValueError(f"SearchConfig.rollouts={self.rollouts} is too small: every one of up to "
-                             f"{game.num_moves} legal moves needs min_rollouts={self.min_rollouts} rollouts "
-                             f"(at least {need}); raise rollouts or lower min_rollouts")
+if TYPE_CHECKING:
+    from .setup import SearchSetup
 
 
 @dataclass
@@ -96,44 +55,6 @@ class Decision:
     mean: torch.Tensor  # [G', M] mean return per move (0 where not rolled out)
     count: torch.Tensor  # [G', M] rollouts per move
     legal: torch.Tensor  # [G', M]
-
-
-@dataclass
-class Timing:
-    """Seconds spent, by kind (measured only when profiling; CUDA is synchronised around each part)."""
-
-    networks: float = 0.0
-    """blueprint forward passes (real games and rollouts)"""
-    sampler: float = 0.0
-    """the hand sampler: following the real games (belief encoder steps; range updates and counterfactual
-    filters) and drawing hands"""
-    rollouts: float = 0.0
-    """rollouts, networks included"""
-    drawing: float = 0.0
-    """the part of `sampler` spent drawing hands for searched moves (SPARTA: with the deferred counterfactual
-    filters of the searched games, which run there)"""
-
-    def clock(self) -> float:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def add(self, t0: float, *what: str) -> None:
-        """The time since t0 (one clock read) added to each of `what`."""
-        dt = self.clock() - t0
-        for name in what:
-            setattr(self, name, getattr(self, name) + dt)
-
-    def wrap(self, fn: Callable, what: str = "networks") -> Callable:
-        """fn, with its wall time added to `what`."""
-
-        def run(*a, **kw):
-            t0 = self.clock()
-            out = fn(*a, **kw)
-            self.add(t0, what)
-            return out
-
-        return run
 
 
 class Searcher:
@@ -195,7 +116,7 @@ class Searcher:
                 start = engine.set_hand(game, root.index(g), seat.index_select(0, g), hands,
                                         hash_keys(keys[g], j))  # the same deck for every move (CRN)
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
-                h = type(hid)(*(x.index_select(1, rows_hid) for x in hid))
+                h = select_rows(hid, rows_hid)
                 ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")
@@ -235,97 +156,156 @@ class GameResult:
     decisions: list[dict] = field(default_factory=list)
 
 
-def play_games(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
-               make_sampler: Callable[[], HandSampler] | None, cfg: SearchConfig, games: int, seed: int = 0,
-               batch_games: int = 64, device: torch.device | str = "cpu", timing: Timing | None = None,
-               progress: Callable[[int], None] | None = None, groups: int = 1, shard: Shard = ONE,
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a play_games call stands, reported after every real move (summed over concurrent groups)."""
+
+    games: int
+    """games finished (a batch's games finish together)"""
+    moves: int
+    """real moves made so far"""
+    searched: int
+    """searched moves so far"""
+    searched_left: int
+    """an upper bound on the searched moves still to come (engine.moves_left_bound, the searcher's turns)"""
+
+
+def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int = 64, *,
+               progress: Callable[[Progress], None] | None = None, groups: int = 1, shard: Shard = ONE,
                first: int = 0) -> list[GameResult]:
     """Play games first..first+games-1 of the evaluation stream of `seed`, `batch_games` at a time, the
-    searcher searching at each of its turns (make_sampler None: every seat plays the blueprint).
+    searcher searching at each of its turns (the blueprint mode: every seat plays the blueprint).
 
     groups > 1 splits each batch into that many groups played by concurrent threads, whose network calls
-    an InferenceServer with coalescing (ServerConfig.coalesce) merges into shared forward passes. A
-    game's moves do not depend on batch_games or groups: its random draws are keyed by its number. So with
-    a Shard, each rank plays its slice of the game numbers and rank 0 gets every game's result in game
-    order, the same as one process (the other ranks get [])."""
+    an InferenceServer with coalescing merges into shared forward passes (SearchSetup.of(coalesce=True)).
+    A game's moves do not depend on batch_games or groups: its random draws are keyed by its number. So
+    with a Shard, each rank plays its slice of the game numbers and rank 0 gets every game's result in
+    game order, the same as one process (the other ranks get [])."""
     if groups < 1 or batch_games < 1 or first < 0:
         raise ValueError(f"groups={groups} and batch_games={batch_games} must be >= 1, first={first} >= 0")
+    if groups > 1 and setup.timing is not None:
+        raise ValueError("profiling times one group: play with groups=1 or without timing")
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
-    graphs = [Graphs(device) if cfg.cuda_graphs else None for _ in range(groups)]
+    graphs = [Graphs(setup.device) if setup.cfg.cuda_graphs else None for _ in range(groups)]
     part = shard.games(games)
     mine = range(first + part.start, first + part.stop)
+    tally = _Tally(progress, len(mine)) if progress is not None else None
     pool = ThreadPoolExecutor(groups, thread_name_prefix="lbs-search") if groups > 1 else None
     try:
         for start in range(mine.start, mine.stop, batch_games):
-            ids = torch.arange(start, min(mine.stop, start + batch_games), device=device)
-            parts = [p for p in ids.tensor_split(groups) if len(p)]
+            ids = torch.arange(start, min(mine.stop, start + batch_games), device=setup.device)
             if pool is None:
-                out += _play_batch(game, q_fn, init_hidden, make_sampler, cfg, ids, seed, device, timing,
-                                   graphs[0])
+                out += _play_batch(setup, ids, seed, graphs[0], tally)
             else:
-                args = (game, q_fn, init_hidden, make_sampler, cfg)
-                jobs = [pool.submit(_play_batch, *args, part, seed, device, None, graphs[i])
+                parts = [p for p in ids.tensor_split(groups) if len(p)]
+                jobs = [pool.submit(_play_batch, setup, part, seed, graphs[i], tally)
                         for i, part in enumerate(parts)]
                 out += [r for job in jobs for r in job.result()]
-            if progress is not None:
-                progress(len(ids))
     finally:
         if pool is not None:
             pool.shutdown()
     return shard.gather(out)
 
 
-def _play_batch(game: GameConfig, q_fn: QFunction, init_hidden: InitHidden,
-                make_sampler: Callable[[], HandSampler] | None, cfg: SearchConfig, ids: torch.Tensor,
-                seed: int, device: torch.device | str, timing: Timing | None,
-                graphs: Graphs | None = None) -> list[GameResult]:
-    g_n, p = ids.shape[0], game.players
-    state = engine.reset(game, game_seeds(Stream.EVAL, seed, g_n, int(ids[0]), device))
+def _play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None,
+                tally: _Tally | None) -> list[GameResult]:
+    """The games `ids` through the package's lockstep loop (acting.play), the searcher's moves replaced by
+    the search's; the loop ends once every game is over."""
+    game, cfg, timing = setup.game, setup.cfg, setup.timing
+    g_n = ids.shape[0]
+    state = engine.reset(game, game_seeds(Stream.EVAL, seed, g_n, int(ids[0]), setup.device))
     deck = state.deck.cpu()
-    hid = init_hidden(g_n * p)
-    sampler = make_sampler() if make_sampler is not None else None
+    q_fn = setup.q_fn
+    sampler = setup.sampler()
     searcher = Searcher(game, q_fn, sampler, cfg, seed, timing, graphs) if sampler is not None else None
-    clock = timing.clock if timing is not None else (lambda: 0.0)
     if sampler is not None:
-        t0 = clock()
-        sampler.reset(state)
+        reset, update = sampler.reset, sampler.update
         if timing is not None:
-            timing.add(t0, "sampler")
+            reset, update = timing.wrap(reset, "sampler"), timing.wrap(update, "sampler")
+        reset(state)
     moves: list[torch.Tensor] = []
     decisions: list[tuple[int, Decision]] = []
-    for t in range(game.max_steps):
-        if bool(state.done.all()):
-            break
-        obs, legal = observe(game, state)
-        priv = obs.reshape(g_n * p, -1).float()
-        legal = legal.reshape(g_n * p, -1)
-        q, hid_next = q_fn(priv, public_features(game, priv), legal, hid)
-        blueprint = env_moves(game, state, greedy(q, legal).reshape(g_n, p))
-        move = blueprint
-        turn = (state.cur_player == cfg.seat) & ~state.done
-        if searcher is not None and bool(turn.any()):
-            where = turn.nonzero().squeeze(1)
-            dec = searcher.decide(state, where, hid_next, blueprint, t, ids)
-            move = blueprint.index_copy(0, where, dec.move)
-            decisions.append((t, dec))
-        new, _, _ = engine.step(game, state, move)
+    key = object()  # this batch's entry in the tally
+    if tally is not None:
+        tally.start(key, g_n, _searcher_turns(game, state, cfg.seat) if searcher is not None else None)
+
+    def search(t: int, st: HanabiState, hid: tuple, blueprint: torch.Tensor) -> torch.Tensor:
+        turn = (st.cur_player == cfg.seat) & ~st.done
+        if not bool(turn.any()):
+            return blueprint
+        where = turn.nonzero().squeeze(1)
+        dec = searcher.decide(st, where, hid, blueprint, t, ids)
+        decisions.append((t, dec))
+        return blueprint.index_copy(0, where, dec.move)
+
+    def follow(turn: Turn) -> bool:
         if sampler is not None:
-            t0 = clock()
-            sampler.update(state, move, new)
-            if timing is not None:
-                timing.add(t0, "sampler")
-        moves.append(torch.where(state.done, -1, move))
-        state, hid = new, hid_next
-    return _results(game, deck, torch.stack(moves, 1).cpu() if moves else None, state, decisions)
+            update(turn.state, turn.move, turn.next_state)
+        moves.append(torch.where(turn.state.done, -1, turn.move))
+        if tally is not None:
+            searched = len(decisions[-1][1].games) if decisions and decisions[-1][0] == turn.t else 0
+            tally.step(key, int((~turn.state.done).sum()), searched, _searcher_turns(
+                game, turn.next_state, cfg.seat) if searcher is not None else None)
+        return bool(turn.next_state.done.all())
+
+    final, _ = play(game, state, q_fn, setup.initial_state(g_n * game.players), game.max_steps, hook=follow,
+                    override=search if searcher is not None else None)
+    if tally is not None:
+        tally.finish(key, g_n)
+    return _results(game, deck, torch.stack(moves, 1).cpu(), final, decisions)
 
 
-def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor | None, final: HanabiState,
+def _searcher_turns(game: GameConfig, state: HanabiState, seat: int) -> int:
+    """An upper bound on the searcher's turns still to come in the batch: of each game's remaining moves
+    (engine.moves_left_bound, the first by the player to move), those that fall to `seat`."""
+    to_seat = (seat - state.cur_player) % game.players  # moves before the searcher's next turn
+    left = engine.moves_left_bound(game, state) - 1 - to_seat
+    return int((torch.div(left, game.players, rounding_mode="floor") + 1).clamp(min=0).sum())
+
+
+class _Tally:
+    """Progress of one play_games call, summed over the batches its groups play at once (thread-safe)."""
+
+    def __init__(self, report: Callable[[Progress], None], games: int):
+        self.report, self.lock = report, threading.Lock()
+        self.games = self.moves = self.searched = 0
+        self.unstarted, self.per_game = games, None  # a fresh deal's bound, per game (from the first batch)
+        self.left: dict[object, int] = {}
+
+    def start(self, key: object, games: int, left: int | None) -> None:
+        with self.lock:
+            self.unstarted -= games
+            if left is not None:
+                self.per_game = self.per_game or -(-left // games)
+                self.left[key] = left
+
+    def step(self, key: object, moves: int, searched: int, left: int | None) -> None:
+        with self.lock:
+            self.moves, self.searched = self.moves + moves, self.searched + searched
+            if left is not None:
+                self.left[key] = left
+            self._send()
+
+    def finish(self, key: object, games: int) -> None:
+        with self.lock:
+            self.games += games
+            self.left.pop(key, None)
+            self._send()
+
+    def _send(self) -> None:
+        later = self.unstarted * (self.per_game or 0)
+        self.report(Progress(self.games, self.moves, self.searched, sum(self.left.values()) + later))
+
+
+def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor, final: HanabiState,
              decisions: list[tuple[int, Decision]]) -> list[GameResult]:
     score, bombed = final.score.cpu(), (final.life_tokens <= 0).cpu()
     out = []
     for i in range(deck.shape[0]):
-        played = [] if moves is None else [int(m) for m in moves[i] if m >= 0]
+        played = [int(m) for m in moves[i] if m >= 0]
         rec = GameRecord(game.to_dict(), deck[i].tolist(), played, int(score[i]))
         out.append(GameResult(rec, bool(bombed[i])))
     for step, d in decisions:
@@ -344,35 +324,3 @@ def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor | None, f
                                                    "rollouts": int(d.count[k, m])} for m in cand},
             })
     return out
-
-
-MODES = ("blueprint", "lbs-K (K >= 1)", "lbs-inf", "sparta")
-
-
-def parse_mode(mode: str) -> tuple[str, int | None]:
-    """'blueprint' | 'lbs-K' | 'lbs-inf' | 'sparta' -> (sampler: 'none' | 'belief' | 'range', depth or None
-    to play to the end). ValueError with the accepted modes for anything else."""
-    if mode == "blueprint":
-        return "none", None
-    if mode == "sparta":
-        return "range", None
-    if mode == "lbs-inf":
-        return "belief", None
-    if mode.startswith("lbs-") and mode[4:].isdigit():
-        k = int(mode[4:])
-        if k >= 1:
-            return "belief", k
-        raise ValueError(f"mode {mode!r}: LBS needs at least one rollout move (lbs-1 or more, or lbs-inf)")
-    raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-
-
-def sampler_factory(kind: str, game: GameConfig, server: InferenceServer, seat: int,
-                    max_range: int = 1_000_000) -> Callable[[], HandSampler] | None:
-    """A fresh sampler per batch of games for a parse_mode kind: 'belief' (the learned belief served as
-    "belief" by the server), 'range' (SPARTA's exact range over the server's blueprint), 'none' (no
-    search)."""
-    if kind == "belief":
-        return lambda: LearnedBelief(game, server, seat)
-    if kind == "range":
-        return lambda: ExactRange(game, server.qnet(), seat, max_range=max_range)
-    return None

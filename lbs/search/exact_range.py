@@ -54,6 +54,7 @@ from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
+from .config import SearchConfig
 from .range_filter import CandidatePolicy, PartnerView
 from .samplers import SampledHands
 
@@ -66,7 +67,7 @@ CPU_CHUNK, GPU_CHUNK = 8192, 262144
 class ExactRange:
     """The searcher's exact range in G games, updated after every real move (see the module doc)."""
 
-    def __init__(self, game: GameConfig, net: QNetHandle, seat: int, max_range: int = 1_000_000,
+    def __init__(self, game: GameConfig, net: QNetHandle, seat: int, max_range: int = SearchConfig.max_range,
                  chunk: int | None = None, checked: bool = False, max_enum: int = MAX_ENUM):
         if not net.hidden_is_public:
             raise ValueError("ExactRange needs a net whose recurrent state is public (hidden_is_public)")

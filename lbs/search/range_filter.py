@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
 from ..infer import QNetHandle
-from ..models.qnet import QHead
+from ..models.qnet import QNet
 
 Q_TOL = 1e-4
 """Relative slack (times 1 + |best Q|) within which the observed move counts as the greedy one."""
@@ -46,23 +46,14 @@ class PartnerView:
     table: torch.Tensor | None = None  # fast path: [G*H*T + G + 1, hidden] slot terms, shared term, zero row
 
 
-def _first_linear(net: nn.Module) -> nn.Linear | None:
-    """The private network's first layer when Q = head(priv_net(obs) * publ_out) with a Linear first."""
-    priv = getattr(net, "priv_net", None)
-    if isinstance(priv, nn.Sequential) and len(priv) > 0 and isinstance(priv[0], nn.Linear):
-        if hasattr(net, "head"):
-            return priv[0]
-    return None
-
-
 class CandidatePolicy:
     """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
 
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = _first_linear(module) is not None
-        """whether the per-(slot, card) first-layer sum applies (the served network's layers are read)"""
+            self.fast = isinstance(module, QNet)
+        """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
              info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
@@ -77,15 +68,15 @@ class CandidatePolicy:
         start = cards.start + block * h * t  # [G]
         in_block = (pos >= start[:, None]) & (pos < (start + h * t)[:, None])
         shared = obs.float().masked_fill(in_block, 0.0)
-        off = rel.clamp(min=1) - 1
-        colour = 2 * h + off[:, None] * g.colors + torch.arange(g.colors, device=dev)
-        rank = 2 * h + (p - 1) * g.colors + off[:, None] * g.ranks + torch.arange(g.ranks, device=dev)
+        off = rel.clamp(min=1)[:, None]  # [G, 1] the searcher's offset from the mover, as a hint target
+        colour = g.color_hint_move(off, torch.arange(g.colors, device=dev))
+        rank = g.rank_hint_move(off, torch.arange(g.ranks, device=dev))
         hint_ids = torch.cat([colour, rank], 1)  # [G, C+R]
         legal = legal.scatter(1, hint_ids, False)
         view = PartnerView(shared, block, publ_out, legal, hint_ids, info_tokens > 0, move.long())
         if self.fast:
-            with self.net.borrowed() as module:
-                view.table = self._table(view, _first_linear(module))
+            with self.net.borrowed() as net:
+                view.table = self._table(view, net.private_input_layer())
         return view
 
     def _table(self, view: PartnerView, lin: nn.Linear) -> torch.Tensor:
@@ -102,7 +93,7 @@ class CandidatePolicy:
     def q(self, view: PartnerView, hands: torch.Tensor,
           game: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q [n, A], legal [n, A]) of the mover of game[i] if the searcher held hands[i] ([n, H] long).
-        On the fast path with a dueling head the Q is the advantage alone (same argmax and gaps)."""
+        On the fast path the Q is the advantage alone (with a dueling head the same argmax and gaps)."""
         g, h, t = self.game, self.game.hand_size, self.game.card_types
         tb = tables(g, hands.device)
         held = hands >= 0
@@ -121,12 +112,7 @@ class CandidatePolicy:
             idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
             x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
             with self.net.borrowed() as net:
-                for layer in net.priv_net[1:]:
-                    x = x.relu_() if isinstance(layer, nn.ReLU) else layer(x)
-                x = x.mul_(publ)
-                if isinstance(net.head, QHead):  # V and the legal mean of A are the same for every action
-                    return net.head.adv(x), legal
-                return net.head(x, legal), legal
+                return net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
         pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
         obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from ..acting import QFunction, observe, play
+from ..acting import QFunction, play, seat_q
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
-from ..hanabi.encode import public_features
 from ..hanabi.state import HanabiState
 
 
@@ -23,10 +22,8 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
     """[R] sum over seats of the blueprint's Q of its greedy legal action (the waiting seats' no-op
     included); 0 for finished games. hid: the seats' recurrent state before this state's observation."""
     r, p = state.batch_size, game.players
-    obs, legal = observe(game, state)
-    priv = obs.reshape(r * p, -1).float()
+    _, legal, q, _ = seat_q(game, state, q_fn, hid)
     legal = legal.reshape(r * p, -1)
-    q, _ = q_fn(priv, public_features(game, priv), legal, hid)
     best = q.float().masked_fill(~legal, float("-inf")).max(-1).values.reshape(r, p).sum(1)
     return torch.where(state.done, torch.zeros_like(best), best)
 

@@ -11,19 +11,13 @@ the observation encoding with Inductor itself.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from lbs.hanabi import GameConfig, HanabiState, engine
 from lbs.hanabi.encode import encode
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "experiments"))
-from bench_env import actor_step, core_step, start  # noqa: E402
+from lbs.hanabi.random_play import actor_step, core_step, start
 
 STEPS = 6
 

@@ -7,6 +7,7 @@ import torch
 from conftest import CONFIGS
 
 from lbs.hanabi import GameConfig, encode, legal_moves, random_moves, reset, step
+from lbs.hanabi.config import DISCARD, PLAY, REVEAL_COLOR
 from lbs.hanabi.encode import own_hands, public_features
 
 
@@ -58,6 +59,22 @@ def test_config_round_trips_and_moves_are_named(cfg):
     assert len(cfg.move_table) == cfg.num_moves
     assert cfg.move_name(cfg.num_moves).startswith("<invalid")
     assert sum(cfg.card_counts) == cfg.num_cards
+
+
+@pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS.keys())
+def test_move_id_helpers_agree_with_the_move_table(cfg):
+    """discard/play/colour-hint/rank-hint move ids (ints and tensors) are the table's rows of that kind."""
+    for m, (kind, slot, off, c, r) in enumerate(cfg.move_table):
+        if kind in (DISCARD, PLAY):
+            got = cfg.discard_move(slot) if kind == DISCARD else cfg.play_move(slot)
+        else:
+            got = cfg.color_hint_move(off, c) if kind == REVEAL_COLOR else cfg.rank_hint_move(off, r)
+        assert got == m, cfg.move_name(m)
+    offs = torch.arange(1, cfg.players)[:, None]
+    colours = cfg.color_hint_move(offs, torch.arange(cfg.colors))  # [P-1, C]
+    ranks = cfg.rank_hint_move(offs, torch.arange(cfg.ranks))
+    assert torch.cat([colours.flatten(), ranks.flatten()]).tolist() == list(range(2 * cfg.hand_size,
+                                                                                 cfg.num_moves))
 
 
 @pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS.keys())

@@ -45,8 +45,8 @@ def test_resume_continues_the_same_run(tmp_path):
     latest = Path(cfg.out_dir) / "latest.pt"
     b = Trainer(replace(cfg, total_updates=10), resume=latest, progress=False)
     assert b.counters == a.counters
-    for k, v in a._module().state_dict().items():
-        assert torch.equal(v, b._module().state_dict()[k]), k
+    for k, v in a.learner.module.state_dict().items():
+        assert torch.equal(v, b.learner.module.state_dict()[k]), k
     assert b.replay.num_sampled == a.replay.num_sampled
     b.run()
     assert b.counters["updates"] == 10
@@ -119,12 +119,10 @@ def test_cli_tiny_run_and_eval(tmp_path):
 
 
 def test_tiny_preset_beats_safe_play(tmp_path):
-    """The README's headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
+    """The blueprint docs' headline: `python train/blueprint.py --preset tiny` beats the scripted "safe play"
     heuristic (and random play) on the trainer's own evaluation deals. The whole preset, ~1.5 min."""
-    sys.path.insert(0, str(ROOT / "experiments"))
-    from learning_curve import play_policy
-
     from lbs.hanabi import policies
+    from lbs.scoring import play_policy
 
     cfg = replace(PRESETS["tiny"], out_dir=str(tmp_path / "learn"), wandb_mode="disabled")
     result = Trainer(cfg, progress=False).run()
@@ -139,7 +137,7 @@ def test_aux_head_and_colour_shuffle_train(tmp_path):
     cfg = replace(cfg, game=GameConfig(players=2, colors=2, ranks=3, hand_size=2),
                   net=replace(cfg.net, aux_head=True), actor=replace(cfg.actor, shuffle_colors=True))
     t = Trainer(cfg, progress=False)
-    t.act_round()
+    t.selfplay.act_round()
     info = t.update()
     assert "aux_loss" in info and info["aux_loss"] > 0
     assert t.replay.storage["aux_target"].max() <= 2
@@ -229,7 +227,7 @@ def test_resume_overrides_take_effect_and_the_best_survives_a_crash(tmp_path):
     latest, best = Path(cfg.out_dir) / "latest.pt", Path(cfg.out_dir) / "best.pt"
     b = Trainer(replace(cfg, lr=0.0123, adam_eps=1e-3, replay_capacity=32, min_replay=8), resume=latest,
                 progress=False)
-    assert all(g["lr"] == 0.0123 and g["eps"] == 1e-3 for g in b.opt.param_groups)
+    assert all(g["lr"] == 0.0123 and g["eps"] == 1e-3 for g in b.learner.opt.param_groups)
     # a crash after a new best.pt but before the next latest.pt: the resume must know that best
     blob = ckpt.load(best, "blueprint")
     ckpt.save(best, "blueprint", {**{k: v for k, v in blob.items() if k not in ("kind", "format")},

@@ -18,11 +18,10 @@ from lbs.rl.trainer import Trainer
 # then the run to its end; what it saw goes to rank<r>.pt. Every rank gets its own out_dir, so a write
 # by rank 1 would show.
 WORKER = """
-import os, sys
+import os
 from dataclasses import replace
 from pathlib import Path
 import torch
-sys.path.insert(0, {tests!r})
 from test_blueprint import micro_config
 from lbs.rl.trainer import Trainer
 
@@ -30,28 +29,29 @@ tmp, rank = Path({tmp!r}), int(os.environ["RANK"])
 cfg = replace(micro_config(tmp / f"rank{{rank}}"), devices=2)
 t = Trainer(cfg, progress=False)
 n = cfg.actor.num_games
-t.act_round()
+t.selfplay.act_round()
 first = {{k: t.replay.storage[k][:n].clone() for k in ("own_hand", "action")}}
 while len(t.replay) < cfg.min_replay:
-    t.act_round()
+    t.selfplay.act_round()
 batch, _, w = t.replay.sample(cfg.batch_size)
+learner = t.learner
 
 def grads(sync):
-    t.opt.zero_grad(set_to_none=True)
-    with t.fabric.no_backward_sync(t.net, enabled=not sync):
-        t.fabric.backward(t._loss(batch, w)[0])
-    return [p.grad.clone() for p in t._module().parameters()]
+    learner.opt.zero_grad(set_to_none=True)
+    with learner.fabric.no_backward_sync(learner.net, enabled=not sync):
+        learner.fabric.backward(learner.loss(batch, w)[0])
+    return [p.grad.clone() for p in learner.module.parameters()]
 
 local, synced = grads(False), grads(True)
-t.opt.zero_grad(set_to_none=True)
+learner.opt.zero_grad(set_to_none=True)
 result = t.run()
 torch.save({{"first": first, "local": local, "synced": synced, "result": result,
-            "weights": t._module().state_dict(), "counters": dict(t.counters)}}, tmp / f"rank{{rank}}.pt")
+            "weights": learner.module.state_dict(), "counters": dict(t.counters)}}, tmp / f"rank{{rank}}.pt")
 """
 
 
 def test_ddp_averages_gradients_and_rank0_alone_writes(tmp_path):
-    ranks = run_ranks(WORKER.format(tests=str(ROOT / "tests" / "rl"), tmp=str(tmp_path)), 2, tmp_path)
+    ranks = run_ranks(WORKER.format(tmp=str(tmp_path)), 2, tmp_path, imports=ROOT / "tests" / "rl")
     for r, p in enumerate(ranks):
         assert p.returncode == 0, f"rank {r}: {p.stderr[-3000:]}"
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
@@ -66,12 +66,12 @@ def test_ddp_averages_gradients_and_rank0_alone_writes(tmp_path):
         assert torch.equal(v, b["weights"][k]), k
     # rank 0 plays the deals a one-device run plays; rank 1 others
     one = Trainer(micro_config(tmp_path / "one"), progress=False)
-    one.act_round()
+    one.selfplay.act_round()
     n = one.cfg.actor.num_games
     for k in ("own_hand", "action"):
         assert torch.equal(a["first"][k], one.replay.storage[k][:n]), k
     assert not torch.equal(a["first"]["own_hand"], b["first"]["own_hand"])
-    one.server.close()
+    one.selfplay.close()
     # rank 0 alone evaluates, writes and prints
     cfg = micro_config(tmp_path)
     assert a["counters"]["updates"] == b["counters"]["updates"] == cfg.total_updates

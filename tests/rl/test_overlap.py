@@ -39,14 +39,14 @@ def test_overlap_trains_saves_and_resumes(tmp_path):
 def test_an_error_in_the_actor_thread_is_the_runs_error(tmp_path):
     cfg = replace(micro_config(tmp_path, overlap=True), total_updates=1000)
     t = Trainer(cfg, progress=False)
-    play = t._play_round
+    play = t.selfplay.play_round
 
     def breaks_at_round_3(r, q_fn):
         if r == 3:
             raise ValueError("actor broke at round 3")
         return play(r, q_fn)
 
-    t._play_round = breaks_at_round_3
+    t.selfplay.play_round = breaks_at_round_3
     with pytest.raises(ValueError, match="actor broke at round 3"):
         t.run()
     assert not actor_threads()

@@ -143,7 +143,7 @@ def test_apex_epsilons():
 class TinyQNet(nn.Module):
     """Deterministic recurrent double: h_t = tanh(W x_t + h_{t-1}); q_t = V h_t, illegal moves at -1e9.
 
-    Optional aux head (same convention as lbs.nets): `aux` module, forward_aux -> (q, hid, [N, T, H, K]).
+    Optional aux head (as lbs.models.qnet.QNet): `aux` module, forward_aux -> (q, hid, [N, T, H, K]).
     """
 
     def __init__(self, d_priv, d_publ, actions, hidden=6, seed=0, aux=None):

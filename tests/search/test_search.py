@@ -15,13 +15,15 @@ from lbs.acting import env_moves, greedy, legal_with_noop, observe, play
 from lbs.belief import constraints
 from lbs.belief.sampling import valid_hands
 from lbs.hanabi import GameConfig, encode, engine, public_features
-from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief, load_blueprint, make_qnet
-from lbs.search.agent import SearchConfig, Searcher, parse_mode, play_games, sampler_factory
+from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
+from lbs.search.agent import Searcher, play_games
+from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.pruning import MoveStats, choose, prune
 from lbs.search.report import summarize_run
 from lbs.search.rollouts import rollout_returns
 from lbs.search.samplers import LearnedBelief, NoValidHand, TrueHand, serve
+from lbs.search.setup import SearchSetup, build_search
 from lbs.seeding import Stream, game_seeds
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
@@ -210,42 +212,21 @@ CFG = SearchConfig(depth=2, rollouts=150, min_rollouts=10, seat=0)
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_same_seeds_give_the_same_decisions_at_any_batch_size_or_first_game(device):
     net, model = blueprint(GAME), belief(GAME)
-    server = serve(net, model, device)
+    setup = SearchSetup.of(GAME, net, "lbs-2", CFG, model, device)
     runs = []
     with torch.no_grad():
         for batch in (2, 5):
-            res = play_games(
-                GAME,
-                server.qnet().step,
-                server.qnet().initial_state,
-                lambda: LearnedBelief(GAME, server, 0),
-                CFG,
-                games=6,
-                seed=1,
-                batch_games=batch,
-                device=device,
-            )
+            res = play_games(setup, games=6, seed=1, batch_games=batch)
             runs.append([(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in res])
         # and a run of the later deals alone (table1 --first-game) plays them as the whole run did
-        tail = play_games(GAME, server.qnet().step, server.qnet().initial_state,
-                          lambda: LearnedBelief(GAME, server, 0), CFG, games=4, seed=1, batch_games=3,
-                          device=device, first=2)
+        tail = play_games(setup, games=4, seed=1, batch_games=3, first=2)
     assert runs[0] == runs[1]
     assert [(r.record.moves, [(d["move"], d["candidates"]) for d in r.decisions]) for r in tail] \
         == runs[0][2:]
     assert sum(len(d) for _, d in runs[0]) > 0
     if device == "cuda":  # and the same decisions as on the CPU
-        cpu = serve(net, model)
-        res = play_games(
-            GAME,
-            cpu.qnet().step,
-            cpu.qnet().initial_state,
-            lambda: LearnedBelief(GAME, cpu, 0),
-            CFG,
-            games=6,
-            seed=1,
-            batch_games=5,
-        )
+        cpu = SearchSetup.of(GAME, net, "lbs-2", CFG, model)
+        res = play_games(cpu, games=6, seed=1, batch_games=5)
         assert [r.record.moves for r in res] == [m for m, _ in runs[0]]
 
 
@@ -254,13 +235,12 @@ def test_ending_rollouts_at_the_bound_changes_no_decision(depth, monkeypatch):
     """Rollouts stop after engine.moves_left_bound instead of the longest game: every rollout has ended by
     then, so every candidate's mean, count and choice equal those of rollouts that idle to max_steps."""
     net, model = blueprint(GAME), belief(GAME)
-    server = serve(net, model)
-    cfg = SearchConfig(depth=depth, rollouts=150, min_rollouts=10, seat=1)
+    cfg = SearchConfig(rollouts=150, min_rollouts=10, seat=1)
+    setup = SearchSetup.of(GAME, net, "lbs-inf" if depth is None else f"lbs-{depth}", cfg, model)
 
     def run():
         with torch.no_grad():
-            res = play_games(GAME, server.qnet().step, server.qnet().initial_state,
-                             lambda: LearnedBelief(GAME, server, 1), cfg, games=6, seed=3)
+            res = play_games(setup, games=6, seed=3)
         return [(r.record.moves, r.decisions) for r in res]
 
     bounded = run()
@@ -294,8 +274,9 @@ def test_the_searcher_reads_the_belief_as_it_was_trained_and_scored():
 def test_a_sampler_with_no_valid_hand_plays_exactly_the_blueprint():
     net = blueprint(GAME)
     with torch.no_grad():
-        bp = play_games(GAME, net.step, net.initial_state, None, CFG, games=10, seed=2)
-        res = play_games(GAME, net.step, net.initial_state, lambda: NoValidHand(GAME), CFG, games=10, seed=2)
+        bp = play_games(SearchSetup.of(GAME, net, "blueprint", CFG), games=10, seed=2)
+        res = play_games(SearchSetup.of(GAME, net, "lbs-2", CFG, make_sampler=lambda: NoValidHand(GAME)),
+                         games=10, seed=2)
     assert [r.record.moves for r in res] == [r.record.moves for r in bp]
     assert all(r.searched > 0 and r.fallbacks == r.searched and r.deviated == 0 for r in res)
 
@@ -368,11 +349,16 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
 
 
 def test_modes_parse_and_bad_modes_are_one_clear_error():
-    assert parse_mode("lbs-16") == ("belief", 16) and parse_mode("lbs-inf") == ("belief", None)
-    assert parse_mode("blueprint") == ("none", None) and parse_mode("sparta") == ("range", None)
+    def parsed(name):
+        m = Mode.parse(name)
+        return m.sampler, m.depth
+
+    assert parsed("lbs-16") == (Sampler.BELIEF, 16) and parsed("lbs-inf") == (Sampler.BELIEF, None)
+    assert parsed("blueprint") == (Sampler.NONE, None) and parsed("sparta") == (Sampler.RANGE, None)
+    assert str(Mode.parse("lbs-16")) == "lbs-16" and not Mode.parse("blueprint").searches
     for bad, msg in (("lbs-0", "at least one"), ("lbs-x", "unknown mode"), ("mcts", "unknown mode")):
         with pytest.raises(ValueError, match=msg):
-            parse_mode(bad)
+            Mode.parse(bad)
     with pytest.raises(ValueError, match="too small"):
         SearchConfig(rollouts=100, min_rollouts=100).check(GAME)
     with pytest.raises(ValueError, match="seat"):
@@ -385,17 +371,15 @@ def test_sparta_is_lbs_inf_with_the_exact_range():
     with the true-belief range they beat a random blueprint."""
     game = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
     net = blueprint(game, 1)
-    server = serve(net)
-    (kind, depth), (_, lbs_depth) = parse_mode("sparta"), parse_mode("lbs-inf")
-    assert kind == "range" and depth is None and lbs_depth is None
-    cfg = SearchConfig(depth=depth, rollouts=120, min_rollouts=10)
+    sparta_mode, lbs_inf_mode = Mode.parse("sparta"), Mode.parse("lbs-inf")
+    assert sparta_mode.sampler is Sampler.RANGE and sparta_mode.depth is None and lbs_inf_mode.depth is None
+    cfg = SearchConfig(rollouts=120, min_rollouts=10)
     with torch.no_grad():
-        sparta = play_games(game, server.qnet().step, server.qnet().initial_state,
-                            sampler_factory(kind, game, server, 0), cfg, games=24, seed=4)
-        lbs_inf = play_games(game, server.qnet().step, server.qnet().initial_state,
-                             lambda: ExactRange(game, server.qnet(), 0),
-                             SearchConfig(depth=lbs_depth, rollouts=120, min_rollouts=10), games=24, seed=4)
-        base = play_games(game, net.step, net.initial_state, None, cfg, games=24, seed=4)
+        sparta = play_games(SearchSetup.of(game, net, sparta_mode, cfg), games=24, seed=4)
+        exact = SearchSetup.of(game, net, lbs_inf_mode, cfg,
+                                   make_sampler=lambda: ExactRange(game, exact.blueprint, 0))
+        lbs_inf = play_games(exact, games=24, seed=4)
+        base = play_games(exact.blueprint_only(), games=24, seed=4)
     assert [r.decisions for r in sparta] == [r.decisions for r in lbs_inf]
     assert sum(r.deviated for r in sparta) > 0 and sum(r.fallbacks for r in sparta) == 0
     gain = sum(r.record.score for r in sparta) - sum(r.record.score for r in base)
@@ -406,14 +390,38 @@ def test_search_helps_on_the_shipped_two_colour_pair():
     """LBS with the CPU-trained 2-colour blueprint and belief (checkpoints/*_2c.pt) beats the blueprint by
     more than 3 standard errors of the paired difference on the same deals."""
     root = Path(__file__).resolve().parents[2] / "checkpoints"
-    game, net = load_blueprint(root / "blueprint_2c.pt")
-    _, model = load_belief(root / "belief_2c.pt", blueprint_path=root / "blueprint_2c.pt", game=game)
-    server = serve(net, model)
-    cfg = SearchConfig(depth=8, rollouts=400, min_rollouts=20)
-    with torch.no_grad():
-        make = sampler_factory("belief", game, server, 0)
-        res = play_games(game, server.qnet().step, server.qnet().initial_state, make, cfg, games=64, seed=0)
-        base = play_games(game, net.step, net.initial_state, None, cfg, games=64, seed=0)
-    s = summarize_run("lbs-8", res, base, 1.0, game.max_score)
+    cfg = SearchConfig(rollouts=400, min_rollouts=20)
+    with build_search("lbs-8", root / "blueprint_2c.pt", root / "belief_2c.pt", cfg=cfg) as setup, \
+            torch.no_grad():
+        res = play_games(setup, games=64, seed=0)
+        base = play_games(setup.blueprint_only(), games=64, seed=0)
+    s = summarize_run("lbs-8", res, base, 1.0, setup.game.max_score)
     assert s.paired_diff > 3 * s.paired_sem, s.lines()
     assert s.fallback_pct == 0 and 0 < s.deviation_pct < 100
+
+
+def test_every_search_set_up_refuses_a_blueprint_with_a_private_state():
+    """A private-LSTM blueprint's partner state would carry the searcher's true cards into every rollout:
+    the one set-up every entry point uses refuses it in one line (the blueprint alone still plays)."""
+    torch.manual_seed(0)
+    net = make_qnet(GAME, NetConfig(kind="lstm", hidden=16, lstm_layers=1, mlp_layers=1)).eval()
+    for mode in ("lbs-1", "lbs-inf", "sparta"):
+        with pytest.raises(ValueError, match="recurrent state sees public features only") as e:
+            SearchSetup.of(GAME, net, mode, CFG, belief(GAME))
+        assert "\n" not in str(e.value)
+    with SearchSetup.of(GAME, net, "blueprint", CFG) as setup, torch.no_grad():
+        assert len(play_games(setup, games=2)) == 2
+
+
+def test_progress_is_reported_after_every_move_and_counts_the_searched_moves():
+    net, model = blueprint(GAME), belief(GAME)
+    seen = []
+    with SearchSetup.of(GAME, net, "lbs-2", CFG, model) as setup, torch.no_grad():
+        res = play_games(setup, games=5, seed=1, batch_games=2, progress=seen.append)
+    searched = sum(r.searched for r in res)
+    assert seen[-1].games == 5 and seen[-1].searched == searched and seen[-1].searched_left == 0
+    assert seen[-1].moves == sum(len(r.record.moves) for r in res)
+    assert len(seen) > 3 * len(res)  # inside games, not once per game
+    # the bound on what is left never lets the bar's total fall below what is done
+    assert all(a.searched + a.searched_left >= searched for a in seen)
+    assert [p.searched for p in seen] == sorted(p.searched for p in seen)

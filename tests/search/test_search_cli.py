@@ -30,6 +30,8 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     r = run("--mode", "lbs-1", *PAIR, "--games", "3", "--rollouts", "170", "--min-rollouts", "10",
             "--batch-games", "2", "--out", str(out), "--show", "1", "--profile", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.startswith("search: lbs-1 on cpu, 3 games of GameConfig(")  # the settings come first
+    assert "rollouts=170, min_rollouts=10, prune_z=2.0, delta=0.05" in r.stderr
     for want in ("lbs-1: score", "blueprint on the same deals", "paired difference", "s per searched move",
                  "rollouts/s", "deviate from the blueprint", "fallbacks", "where the time goes",
                  "# playthrough"):
@@ -52,6 +54,8 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     (["--mode", "lbs-0"], "at least one"),
     (["--mode", "mcts"], "unknown mode"),
     (["--mode", "lbs-2", "--rollouts", "50"], "too small"),
+    (["--mode", "lbs-2", "--paper", "--min-rollouts", "600"], "SearchConfig.rollouts=10000 is too small"),
+    (["--mode", "lbs-2", "--max-range", "0"], "SearchConfig.max_range=0"),
     (["--mode", "lbs-2", "--seat", "2"], "seat"),
     (["--mode", "lbs-2", "--belief", str(ROOT / "checkpoints" / "belief_2p.pt")], "game config"),
     (["--mode", "lbs-2", "--blueprint", "missing.pt"], "not found"),

@@ -114,16 +114,15 @@ def from_hanablive(data: dict, **rules) -> GameRecord:
             if next_order < cfg.num_cards:
                 hands[cur].append(next_order)
                 next_order += 1
-            moves.append(slot if kind == HANABLIVE_DISCARD else cfg.hand_size + slot)
+            moves.append(cfg.discard_move(slot) if kind == HANABLIVE_DISCARD else cfg.play_move(slot))
         elif kind in (HANABLIVE_COLOR_CLUE, HANABLIVE_RANK_CLUE):
             off = (a["target"] - cur) % cfg.players
             if off == 0:
                 raise ValueError(f"action {t}: player {cur} clues themself")
-            base = 2 * cfg.hand_size
             if kind == HANABLIVE_COLOR_CLUE:
-                moves.append(base + (off - 1) * cfg.colors + a["value"])
+                moves.append(cfg.color_hint_move(off, a["value"]))
             else:
-                moves.append(base + (cfg.players - 1) * cfg.colors + (off - 1) * cfg.ranks + a["value"] - 1)
+                moves.append(cfg.rank_hint_move(off, a["value"] - 1))
         else:
             raise ValueError(f"action {t}: hanab.live action type {kind} is not a play, discard or clue")
     return GameRecord(cfg.to_dict(), deck, moves, None)

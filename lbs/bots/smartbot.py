@@ -1,0 +1,558 @@
+"""SmartBot (Arthur O'Dwyer's rule-based Hanabi bot), batched: the seats of B games decide at once.
+
+Rules learnt from the reference (SmartBot.cc in Quuxplusone/Hanabi), re-written for tensors. The bot keeps,
+for every (player, slot), the set of card identities still possible, as a bit mask (bit t: card id t). That
+set is built from public events alone (hints, plays, discards and the conventions that read them), so it is
+the bot's state here, one copy per seat, advanced from each observation's last-action section; what the
+deciding seat sees (the other hands) enters only inside a decision. The conventions:
+
+- a hint marks the newest touched card whose playability it leaves open as playable, unless it showed a
+  playable card outright;
+- the player after the hinter expects a warning before discarding a valuable card (the last copy of a card
+  still needed): a rank hint on the card they would discard next is that warning, and any other move tells
+  them that card is not valuable;
+- discarding a known playable card that a partner holds as their newest card tells them so (discard finesse);
+- with the deck (nearly) empty, play the card most likely to be playable.
+
+The reference caches playable / valuable / worthless per card and refreshes the caches lazily; every cached
+value it reads equals the value computed from the current identity set and board, so they are recomputed
+here. The reference reads each move before it takes effect (tokens, fireworks, deck as they were), so the
+state keeps the board it last saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
+from ..hanabi.engine import device_tables, tables
+
+NO, MAYBE, YES = 0, 1, 2
+MAX_LIVES = 3
+"""The reference's end-game table (when to play a card it only hopes is playable) is written for 3 lives."""
+
+
+class SmartBotState(NamedTuple):
+    """One seat's copy of the public card knowledge, and the board it last saw (the next move is read
+    against the board as it was before that move)."""
+
+    possible: torch.Tensor  # [R, P, H] int32 bit mask of the identities each card may be, observer first
+    seat: torch.Tensor  # [R] long: the observer's absolute seat (a discard finesse scans seats in order)
+    fireworks: torch.Tensor  # [R, C] long: cards played per colour, as last seen
+    seen: torch.Tensor  # [R, T] long: copies played or discarded per card id, as last seen
+    deck: torch.Tensor  # [R] long: cards left in the deck as last seen; -1 before the first observation
+    hints: torch.Tensor  # [R] long: hint tokens as last seen
+    batch_dim = 0  # rows first, unlike an LSTM's HiddenState (no annotation: a class constant, not a field)
+
+
+class _Obs(NamedTuple):
+    """What SmartBot reads from a canonical observation [R, D] (players relative to the observer)."""
+
+    hands: torch.Tensor  # [R, P, H] long card ids of the partners' cards (-1: empty, and the observer's own)
+    present: torch.Tensor  # [R, P, H] bool: the slot holds a card
+    fireworks: torch.Tensor  # [R, C] long
+    seen: torch.Tensor  # [R, T] long: played + discarded copies per card id
+    deck: torch.Tensor  # [R] long
+    hints: torch.Tensor  # [R] long
+    lives: torch.Tensor  # [R] long
+    actor: torch.Tensor  # [R] long: who made the last move (-1: none)
+    kind: torch.Tensor  # [R] long: its type (DISCARD / PLAY / REVEAL_*), -1 none
+    target: torch.Tensor  # [R] long: hint target
+    color: torch.Tensor  # [R] long: hinted colour
+    rank: torch.Tensor  # [R] long: hinted rank
+    reveal: torch.Tensor  # [R, H] bool: the target's slots the hint touched
+    slot: torch.Tensor  # [R] long: slot played or discarded
+    card: torch.Tensor  # [R] long: card played or discarded
+
+
+class _Board(NamedTuple):
+    """Per row, the identities (bit masks [R] int32) that are playable, worthless and valuable now."""
+
+    playable: torch.Tensor
+    worthless: torch.Tensor
+    valuable: torch.Tensor
+    seen: torch.Tensor  # [R, T] long
+
+
+@dataclass(frozen=True)
+class _Masks:
+    """Identity bit masks of a game (int32: at most 25 card ids): per card, colour, rank and hint (colours
+    then ranks)."""
+
+    card: torch.Tensor  # [T] int32: 1 << t
+    color: torch.Tensor  # [C] int32
+    rank: torch.Tensor  # [K] int32
+    hint: torch.Tensor  # [C + K] int32
+    full: int
+
+
+@device_tables
+def _masks(game: GameConfig, device: torch.device) -> _Masks:
+    t = game.card_types
+    ids = torch.arange(t)
+    card = (torch.ones(t, dtype=torch.int32) << ids.int())
+    color = torch.stack([card[ids // game.ranks == c].sum() for c in range(game.colors)]).int()
+    rank = torch.stack([card[ids % game.ranks == r].sum() for r in range(game.ranks)]).int()
+    return _Masks(card.to(device), color.to(device), rank.to(device), torch.cat([color, rank]).to(device),
+                  (1 << t) - 1)
+
+
+def check_game(game: GameConfig) -> None:
+    """SmartBot's rules generalise to any deck, hand size, player count and hint count; its end-game table
+    is written for at most three lives. Bad configs raise ValueError naming the field."""
+    if game.max_life_tokens > MAX_LIVES:
+        raise ValueError(f"GameConfig.max_life_tokens={game.max_life_tokens}: SmartBot plays with at most "
+                         f"{MAX_LIVES} lives")
+
+
+class SmartBot(nn.Module):
+    """A blueprint with the networks' interface: `initial_state(rows)` and `step(priv, publ, legal, state)
+    -> (scores, state)`, row n * P + p being seat p of game n. Scores are 1 on SmartBot's move and 0
+    elsewhere: they mark the move and are no value. A module without weights, so whatever serves, moves or
+    copies a network takes it as it is."""
+
+    name = "smartbot"
+    has_value = False  # scores are no Q-values: nothing to bootstrap a leaf with
+    hidden_is_public = True  # the state is built from public events alone
+
+    def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
+        super().__init__()
+        check_game(game)
+        self.game = game
+        self.register_buffer("_device", torch.zeros(0), persistent=False)  # follows .to(device)
+        self.to(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device.device
+
+    def initial_state(self, rows: int, device: torch.device | str | None = None) -> SmartBotState:
+        g = self.game
+        dev = torch.device(device) if device is not None else self.device
+        z = torch.zeros(rows, dtype=torch.long, device=dev)
+        return SmartBotState(
+            possible=torch.full((rows, g.players, g.hand_size), _masks(g, dev).full, dtype=torch.int32,
+                                device=dev),
+            seat=torch.arange(rows, device=dev) % g.players,
+            fireworks=torch.zeros(rows, g.colors, dtype=torch.long, device=dev),
+            seen=torch.zeros(rows, g.card_types, dtype=torch.long, device=dev),
+            deck=z - 1,
+            hints=z,
+        )
+
+    def step(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
+             state: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
+        """Every seat reads the last move into its knowledge; the seat to move in each game chooses.
+        Scores [R, A]: 1 on the move (seats not to move: on the no-op, their only legal action)."""
+        del publ  # the canonical observation holds everything SmartBot reads
+        g = self.game
+        ob = decode(g, priv)
+        possible = advance(g, state, ob)
+        # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
+        n = priv.shape[0] // g.players
+        moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
+        rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
+        move = decide(g, possible.index_select(0, rows), _Obs(*(x.index_select(0, rows) for x in ob)))
+        scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
+        scores[:, g.num_moves] = 1.0
+        scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
+        return scores, SmartBotState(possible, state.seat, ob.fireworks, ob.seen, ob.deck, ob.hints)
+
+
+# ---- reading observations -------------------------------------------------------------------------------
+def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
+    """The sections of canonical observations [R, D] SmartBot reads, as indices and counts (one-hot sections
+    through a product with 1..W, so no section is scanned twice)."""
+    g, lay, tb = game, game.layout, tables(game, obs.device)
+    n, p, h, t, c, k = obs.shape[0], g.players, g.hand_size, g.card_types, g.colors, g.ranks
+    dev = obs.device
+    x = obs if obs.is_floating_point() else obs.float()
+
+    def index(v: torch.Tensor) -> torch.Tensor:  # one-hot [..., W] -> index, -1 if empty
+        return (v @ torch.arange(1, v.shape[-1] + 1, dtype=v.dtype, device=dev)).long() - 1
+
+    def count(v: torch.Tensor) -> torch.Tensor:  # thermometer [..., W] -> count
+        return v.sum(-1).long()
+
+    others = index(lay.view(x, "hands.cards").reshape(n, p - 1, h, t))
+    hands = torch.cat([torch.full((n, 1, h), -1, dtype=torch.long, device=dev), others], 1)
+    size = h - lay.view(x, "hands.missing").long()  # [R, P]
+    fireworks = index(lay.view(x, "board.fireworks").reshape(n, c, k)) + 1
+    discarded = lay.view(x, "discards") @ _instances(game, dev)
+    played = tb.card_rank[None, :] < fireworks[:, tb.card_color]
+    kind = index(lay.view(x, "last_action.type"))
+    return _Obs(
+        hands=hands,
+        present=torch.arange(h, device=dev) < size[..., None],
+        fireworks=fireworks,
+        seen=discarded.long() + played.long(),
+        deck=count(lay.view(x, "board.deck")),
+        hints=count(lay.view(x, "board.info")),
+        lives=count(lay.view(x, "board.lives")),
+        actor=index(lay.view(x, "last_action.actor")),
+        kind=torch.where(kind >= 0, _type_order(dev)[kind.clamp(min=0)], -1),
+        target=index(lay.view(x, "last_action.target")),
+        color=index(lay.view(x, "last_action.color")),
+        rank=index(lay.view(x, "last_action.rank")),
+        reveal=lay.view(x, "last_action.reveal") != 0,
+        slot=index(lay.view(x, "last_action.slot")),
+        card=index(lay.view(x, "last_action.card")),
+    )
+
+
+@device_tables
+def _instances_table(game: GameConfig, device: torch.device) -> torch.Tensor:
+    """[N, T] float: physical card (the discard thermometer's bits) -> its card id."""
+    inst = tables(game, device).instance_card
+    return (inst[:, None] == torch.arange(game.card_types, device=device)).float()
+
+
+def _instances(game: GameConfig, device: torch.device) -> torch.Tensor:
+    return _instances_table(game, device)
+
+
+def _type_order(device: torch.device) -> torch.Tensor:
+    return torch.tensor(LAST_ACTION_TYPE_ORDER, device=device)
+
+
+def _to_mask(game: GameConfig, x: torch.Tensor) -> torch.Tensor:
+    """bool [..., T] -> int32 bit mask [...]."""
+    return (x.to(torch.int32) * _masks(game, x.device).card).sum(-1, dtype=torch.int32)
+
+
+def board(game: GameConfig, fireworks: torch.Tensor, seen: torch.Tensor) -> _Board:
+    """Playable, worthless (below its firework, or above a rank whose copies are all gone) and valuable (the
+    last copy of a card still needed) identities, from fireworks [R, C] and played+discarded counts [R, T]."""
+    tb = tables(game, fireworks.device)
+    rank, f = tb.card_rank[None, :], fireworks[:, tb.card_color]  # [1, T], [R, T]
+    gone = ((seen == tb.card_counts) & (rank >= f)).reshape(-1, game.colors, game.ranks).long()
+    below = (gone.cumsum(-1) - gone).reshape(-1, game.card_types) > 0  # a gone rank below this one
+    worthless = (rank < f) | below
+    valuable = (seen == tb.card_counts - 1) & ~worthless
+    return _Board(_to_mask(game, rank == f), _to_mask(game, worthless), _to_mask(game, valuable), seen)
+
+
+# ---- card-knowledge arithmetic on bit masks -------------------------------------------------------------
+def popcount(m: torch.Tensor) -> torch.Tensor:
+    """Bits set in each int32 mask (SWAR: a handful of element-wise ops, no table look-up)."""
+    m = m - ((m >> 1) & 0x55555555)
+    m = (m & 0x33333333) + ((m >> 2) & 0x33333333)
+    m = (m + (m >> 4)) & 0x0F0F0F0F
+    m = m + (m >> 8)
+    return (m + (m >> 16)) & 0x3F
+
+
+def tri(m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """NO / MAYBE / YES: a card with identity set m is in table (masks, broadcast); YES when every identity
+    is (an empty set counts as YES, as in the reference)."""
+    return torch.where((m & ~table) == 0, YES, torch.where((m & table) != 0, MAYBE, NO))
+
+
+def prob(game: GameConfig, m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Share of a card's identities in table, as the reference's float."""
+    return popcount(m & table).float() / popcount(m).clamp(min=1).float()
+
+
+def _log2(m: torch.Tensor) -> torch.Tensor:
+    """Bit index of a power of two."""
+    return popcount(m - 1).long()
+
+
+def known_card(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(known, card id or -1): a card is known when one identity is left (or, as in the reference, none)."""
+    known = (m & (m - 1)) == 0
+    return known, torch.where(known & (m != 0), _log2(m), -1)
+
+
+def card_rank(game: GameConfig, m: torch.Tensor) -> torch.Tensor:
+    """The rank a card must have (0-based), -1 while more than one is possible."""
+    low = (1 << game.ranks) - 1
+    ranks = m & low
+    for c in range(1, game.colors):
+        ranks = ranks | ((m >> (c * game.ranks)) & low)
+    return torch.where((ranks != 0) & ((ranks & (ranks - 1)) == 0), _log2(ranks), -1)
+
+
+def _counts(game: GameConfig, cards: torch.Tensor) -> torch.Tensor:
+    """[R, ...] card ids (-1: none) -> copies of each id per row [R, T]."""
+    out = torch.zeros(cards.shape[0], game.card_types + 1, dtype=torch.long, device=cards.device)
+    flat = (cards + 1).reshape(cards.shape[0], -1)
+    return out.scatter_add_(1, flat, torch.ones_like(flat))[:, 1:]
+
+
+def _player(x: torch.Tensor, who: torch.Tensor) -> torch.Tensor:
+    """x [R, P, ...] at player who [R] -> [R, ...]."""
+    idx = who.clamp(min=0).reshape(-1, *([1] * (x.dim() - 1))).expand(-1, 1, *x.shape[2:])
+    return x.gather(1, idx).squeeze(1)
+
+
+def _slot(x: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+    """x [R, H] at slot [R] (clamped at 0) -> [R]."""
+    return x.gather(1, slot.clamp(min=0)[:, None]).squeeze(1)
+
+
+def _put_player(x: torch.Tensor, who: torch.Tensor, value: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """x with x[r, who[r]] = value[r] where where[r]."""
+    hit = (torch.arange(x.shape[1], device=x.device) == who[:, None]) & where[:, None]
+    return torch.where(hit.reshape(*hit.shape, *([1] * (x.dim() - 2))), value[:, None], x)
+
+
+def _at(h: int, slot: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """[R, H] bool: slot[r] where where[r]."""
+    return (torch.arange(h, device=slot.device) == slot[:, None]) & where[:, None]
+
+
+def next_discard(game: GameConfig, m: torch.Tensor, present: torch.Tensor, bd: _Board) -> torch.Tensor:
+    """The slot a player with cards m [R, H] discards next; -1 if they would rather play or throw away a
+    card (one known playable or worthless) or every card is known valuable: the card most likely worthless
+    among those not known valuable, the oldest on ties."""
+    sure = (tri(m, bd.playable[:, None]) == YES) | (tri(m, bd.worthless[:, None]) == YES)
+    block = (present & sure).any(-1)
+    cand = present & (tri(m, bd.valuable[:, None]) != YES)
+    idx = torch.where(cand, prob(game, m, bd.worthless[:, None]), -1.0).argmax(-1)
+    return torch.where(block | ~cand.any(-1), -1, idx)
+
+
+def could_be_valuable_with_rank(game: GameConfig, m: torch.Tensor, rank: torch.Tensor,
+                                bd: _Board) -> torch.Tensor:
+    """[R]: a card m [R] whose value is open may be valuable if it has rank `rank` [R] (-1: never)."""
+    with_rank = m & _masks(game, m.device).rank[rank.clamp(min=0)]
+    return (rank >= 0) & (with_rank != 0) & (tri(m, bd.valuable) == MAYBE) & ((with_rank & bd.valuable) != 0)
+
+
+def no_warning_given(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, mover: torch.Tensor,
+                     where: torch.Tensor, deck: torch.Tensor, hints: torch.Tensor, bd: _Board,
+                     slot: torch.Tensor | None = None) -> torch.Tensor:
+    """The player after `mover` was not warned: the card they would discard next (`slot`, computed here if
+    not given) is not valuable; only while cards are left to draw and a warning could have been given."""
+    nxt = (mover + 1) % game.players
+    cards = _player(possible, nxt)
+    if slot is None:
+        slot = next_discard(game, cards, _player(present, nxt), bd)
+    where = where & (deck != 0) & (hints != 0) & (slot >= 0)
+    cards = torch.where(_at(game.hand_size, slot, where), cards & ~bd.valuable[:, None], cards)
+    return _put_player(possible, nxt, cards, where)
+
+
+# ---- reading a move into the knowledge ------------------------------------------------------------------
+def advance(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """The knowledge [R, P, H] at the start of this turn: the last move read in, then every unknown card
+    cleared of the identities all of whose copies are accounted for."""
+    possible = observe(game, state, ob) & torch.where(ob.present, -1, 0).int()
+    return settle(game, possible, ob.present, board(game, ob.fireworks, ob.seen))
+
+
+def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """The knowledge after the last move, read against the board as it was before the move."""
+    g, mk = game, _masks(game, ob.deck.device)
+    p, h = g.players, g.hand_size
+    possible = state.possible
+    moved = (state.deck >= 0) & ((ob.hints != state.hints) | (ob.seen.sum(1) != state.seen.sum(1)))
+    pre = board(g, state.fireworks, state.seen)
+    present = possible != 0  # hands before the move
+    mover = ob.actor.clamp(min=0)
+    is_card = moved & ((ob.kind == PLAY) | (ob.kind == DISCARD))
+    is_hint = moved & ((ob.kind == REVEAL_COLOR) | (ob.kind == REVEAL_RANK))
+
+    # the card the player after the mover would discard next, before the move (a hint may warn about it)
+    nxt = (mover + 1) % p
+    to_discard = next_discard(g, _player(possible, nxt), _player(present, nxt), pre)
+    # a play or discard is no warning
+    possible = no_warning_given(g, possible, present, mover, is_card, state.deck, state.hints, pre,
+                                to_discard)
+    # discarding a card known to be playable: the first partner (in seat order) holding it newest has it,
+    # and if I see nobody, I have it
+    thrown = _slot(_player(possible, mover), ob.slot)
+    known, _ = known_card(thrown)
+    finesse = is_card & (ob.kind == DISCARD) & known & (tri(thrown, pre.playable) == YES)
+    newest_slot = present.sum(-1) - 1  # [R, P]
+    newest = ob.hands.gather(2, newest_slot.clamp(min=0)[..., None]).squeeze(2)  # [R, P], -1 for me
+    rel = torch.arange(p, device=possible.device)
+    seat = (rel[None, :] + state.seat[:, None]) % p
+    holds = (newest == ob.card[:, None]) & (rel[None, :] != mover[:, None]) & (rel[None, :] != 0)
+    holder = torch.where(holds.any(1), torch.where(holds, seat, p).argmin(1), 0)
+    cards = _player(possible, holder)
+    at = _at(h, _player(newest_slot, holder), finesse)
+    cards = torch.where(at, cards & mk.card[ob.card.clamp(min=0)][:, None], cards)
+    possible = _put_player(possible, holder, cards, finesse)
+    # the card leaves the hand: later cards move down one slot and a new card (if one was drawn) comes last
+    cards = _player(possible, mover)
+    idx = torch.arange(h, device=possible.device)
+    shifted = cards.gather(1, (idx[None, :] + (idx[None, :] >= ob.slot[:, None]).long()).clamp(max=h - 1))
+    drawn = torch.where(state.deck != 0, mk.full, 0).int()
+    shifted = torch.where(idx[None, :] == h - 1, drawn[:, None], shifted)
+    possible = _put_player(possible, mover, shifted, is_card)
+    return _observe_hint(g, possible, present, state, ob, is_hint, pre, to_discard)
+
+
+def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, state: SmartBotState,
+                  ob: _Obs, is_hint: torch.Tensor, pre: _Board, slot: torch.Tensor) -> torch.Tensor:
+    """A hint: the touched cards have the hinted colour or rank and the others have not; a warning marks its
+    card valuable, any other hint marks the newest card it leaves possibly playable as playable (unless it
+    showed a playable card outright, or gives back a hint token at 8 tokens)."""
+    g, mk = game, _masks(game, possible.device)
+    p, h = g.players, g.hand_size
+    mover, to = ob.actor.clamp(min=0), ob.target.clamp(min=0)
+    is_rank = is_hint & (ob.kind == REVEAL_RANK)
+    nxt = (mover + 1) % p
+    reclaim = is_rank & (state.hints == g.max_info_tokens) & (mover == (to + 1) % p) & ob.reveal[:, 0]
+    cards = _player(possible, to)  # [R, H]
+    on_slot = _at(h, slot, slot >= 0)
+    warning = (is_rank & ~reclaim & (to == nxt) & (ob.reveal & on_slot).any(1)
+               & could_be_valuable_with_rank(g, _slot(cards, slot), ob.rank, pre))
+    cards = torch.where(on_slot & warning[:, None], cards & pre.valuable[:, None], cards)
+    hinted = torch.where(ob.kind == REVEAL_COLOR, mk.color[ob.color.clamp(min=0)],
+                         mk.rank[ob.rank.clamp(min=0)])[:, None]  # [R, 1]
+    in_hand = _player(present, to)
+    touched = ob.reveal & in_hand
+    new = torch.where(touched, cards & hinted, cards & ~hinted)
+    was_maybe = in_hand & (tri(cards, pre.playable[:, None]) == MAYBE)
+    now = tri(new, pre.playable[:, None])
+    identified = (was_maybe & (now == YES)).any(1)
+    inferred = was_maybe & touched & (now == MAYBE)
+    newest = torch.where(inferred, torch.arange(h, device=cards.device), -1).max(1).values
+    mark = is_hint & ~identified & (newest >= 0) & ~warning & ~reclaim
+    new = torch.where(_at(h, newest, mark), new & pre.playable[:, None], new)
+    possible = _put_player(possible, to, new, is_hint)
+    # any hint but one to the player after the hinter tells that player they were not warned
+    return no_warning_given(g, possible, present, mover, is_hint & (to != nxt), state.deck, state.hints, pre)
+
+
+def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, bd: _Board) -> torch.Tensor:
+    """Rule out of every unknown card the identities whose copies are all played, discarded or located in a
+    known card, again while that locates new cards (at most once per card in the hands, plus one). On the
+    CPU the rounds stop at the fixed point (the rounds after it change nothing); on an accelerator all
+    rounds run, so the step never waits on the host."""
+    tb = tables(game, possible.device)
+    early = _stop_at_fixed_point(possible.device)
+    for _ in range(game.players * game.hand_size + 1):
+        known, card = known_card(possible)
+        located = _counts(game, torch.where(known & present, card, -1))
+        gone = _to_mask(game, bd.seen + located >= tb.card_counts)
+        new = torch.where(known, possible, possible & ~gone[:, None, None])
+        if early and torch.equal(new, possible):
+            break
+        possible = new
+    return possible
+
+
+def _stop_at_fixed_point(device: torch.device) -> bool:
+    """Reading whether a round changed anything costs nothing on the CPU and a host sync elsewhere."""
+    return device.type == "cpu"
+
+
+# ---- choosing a move ------------------------------------------------------------------------------------
+def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs) -> torch.Tensor:
+    """SmartBot's move [R] for the observer (relative player 0) of each row: the first rule that applies,
+    in the reference's order."""
+    g, tb = game, tables(game, possible.device)
+    p, h, k = g.players, g.hand_size, g.ranks
+    bd = board(g, ob.fireworks, ob.seen)
+    mine, here = possible[:, 0], ob.present[:, 0]  # [R, H]
+    # my cards as I see them: also ruling out the identities whose copies I see elsewhere
+    known, card = known_card(mine)
+    seen = bd.seen + _counts(g, ob.hands) + _counts(g, torch.where(known & here, card, -1))
+    eye = torch.where(known, mine, mine & ~_to_mask(g, seen >= tb.card_counts)[:, None])
+    playable, worthless = bd.playable[:, None], bd.worthless[:, None]
+    play, eye_play = tri(mine, playable), tri(eye, playable)
+
+    # play the card I know (or see) is playable: one nobody knows I know first, then the lowest
+    ok = here & (play != NO) & (eye_play == YES)
+    eye_rank = card_rank(g, eye)
+    fit = torch.where(eye_rank >= 0, k - eye_rank, k + 2).float() + 100.0 * (play != YES).float()
+    play_low, can_play_low = torch.where(ok, fit, -1.0).argmax(1), ok.any(1)
+    # a mystery card when the deck is nearly out: the likeliest playable, the newest on ties
+    ok = here & (eye_play == MAYBE)
+    mystery = h - 1 - torch.where(ok, prob(g, eye, playable), -1.0).flip(1).argmax(1)
+    can_mystery = (ob.deck <= torch.where(ob.lives >= MAX_LIVES, 3, 1)) & ok.any(1)
+    # a card known (or seen) to be worthless: the one others are least sure of first
+    worth = tri(mine, worthless)
+    ok = here & ((worth == YES) | ((worth == MAYBE) & (tri(eye, worthless) == YES)))
+    junk, can_junk = torch.where(ok, 2.0 - prob(g, mine, worthless).double(), -1.0).argmax(1), ok.any(1)
+    old = next_discard(g, mine, here, bd)
+    # every card valuable: the highest rank I know
+    last_resort = torch.where(here, card_rank(g, mine), -2).argmax(1)
+
+    # the next player is about to discard a valuable card: a hint that makes them play, else a warning
+    warn_slot = next_discard(g, possible[:, 1], ob.present[:, 1], bd)
+    hint_fit, hint_move = best_hints(g, possible, ob, bd, warn_slot)  # [R, P-1]
+    helpful = hint_move.gather(1, hint_fit.argmax(1)[:, None]).squeeze(1)
+    warn_card = _slot(ob.hands[:, 1], warn_slot).clamp(min=0)
+    must_warn = (ob.hints > 0) & (warn_slot >= 0) & (((bd.valuable >> warn_card) & 1) == 1)
+    warning = torch.where(hint_fit[:, 0] > 0, hint_move[:, 0], rank_hint(g, 1, tb.card_rank[warn_card]))
+    # discard finesse: a known playable card that exactly one partner holds as their newest card
+    newest = ob.hands[:, 1:].gather(2, (ob.present[:, 1:].sum(-1) - 1).clamp(min=0)[..., None])[..., 0]
+    copies = (newest[:, None, :] == card[:, :, None]).sum(-1)  # [R, H]
+    ok = here & known & (card >= 0) & (tri(mine, bd.valuable[:, None]) == NO) & (play == YES) & (copies == 1)
+    finesse = ok.long().argmax(1)
+    # all tokens: a rank hint on the oldest card of the player before me (no discard is allowed)
+    full_hints = rank_hint(g, p - 1, tb.card_rank[ob.hands[:, p - 1, 0].clamp(min=0)])
+
+    rules = [
+        ((ob.deck == 0) & can_play_low, h + play_low),
+        ((ob.deck == 0) & can_mystery, h + mystery),
+        (must_warn, warning),
+        ((ob.hints < g.max_info_tokens) & ok.any(1), finesse),
+        (can_play_low, h + play_low),
+        ((ob.hints > 0) & (hint_fit.max(1).values > 0), helpful),
+        (can_mystery, h + mystery),
+        (ob.hints == g.max_info_tokens, full_hints),
+        (can_junk, junk),
+        (old >= 0, old),
+    ]
+    move = last_resort
+    for applies, choice in reversed(rules):
+        move = torch.where(applies, choice, move)
+    return move
+
+
+def color_hint(game: GameConfig, offset: int | torch.Tensor, color: torch.Tensor) -> torch.Tensor:
+    """Move id of a colour hint to the player `offset` seats on (GameConfig.move_table's numbering)."""
+    return 2 * game.hand_size + (offset - 1) * game.colors + color
+
+
+def rank_hint(game: GameConfig, offset: int | torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    """Move id of a rank hint to the player `offset` seats on."""
+    g = game
+    return 2 * g.hand_size + (g.players - 1) * g.colors + (offset - 1) * g.ranks + rank
+
+
+def best_hints(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board,
+               d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per partner [R, P-1]: (fitness, move) of the hint that shows them a playable card without misleading
+    them and rules out the most identities; colours before ranks, the first on ties; fitness -1: none.
+    d [R]: the slot the next player would discard next."""
+    g, tb, mk = game, tables(game, possible.device), _masks(game, possible.device)
+    p, h, c = g.players, g.hand_size, g.colors
+    dev = possible.device
+    old = possible[:, 1:]  # [R, Q, H]
+    hands, here = ob.hands[:, 1:], ob.present[:, 1:]
+    cards = hands.clamp(min=0)
+    hint = mk.hint[None, None, :, None]  # [1, 1, N, 1]
+    match = (((hint >> cards[:, :, None, :]) & 1) == 1) & here[:, :, None, :]  # [R, Q, N, H]
+    new = torch.where(match, old[:, :, None] & hint, old[:, :, None] & ~hint)
+    playable = bd.playable[:, None, None, None]
+    open_ = (here & (tri(old, playable[..., 0]) == MAYBE))[:, :, None]  # [R, Q, 1, H]
+    now = tri(new, playable)
+    reveals = (open_ & (now == YES)).any(-1)
+    ambiguous = open_ & (now == MAYBE) & match
+    newest = torch.where(ambiguous, torch.arange(h, device=dev), -1).max(-1).values  # [R, Q, N]
+    really = ((bd.playable[:, None, None] >> cards) & 1 == 1) & here  # [R, Q, H]
+    newest_playable = really.gather(2, newest.clamp(min=0)) & (newest >= 0)
+    # a rank hint on the next player's discard card that could make it valuable would read as a warning
+    d_rank = tb.card_rank[_slot(ob.hands[:, 1], d).clamp(min=0)]
+    avoid = torch.where((d >= 0) & could_be_valuable_with_rank(g, _slot(possible[:, 1], d), d_rank, bd),
+                        d_rank + c, -1)  # hint index to avoid [R]
+    avoided = torch.zeros_like(reveals)
+    avoided[:, 0] = torch.arange(c + g.ranks, device=dev)[None, :] == avoid[:, None]
+    ok = (reveals | newest_playable) & match.any(-1) & ~avoided
+    gain = (popcount(old) * here).sum(-1)[:, :, None] - (popcount(new) * here[:, :, None]).sum(-1)
+    fit = torch.where(ok, gain, -1)
+    best = fit.argmax(-1)  # the first of the best
+    offsets = torch.arange(1, p, device=dev)[None, :]
+    move = torch.where(best < c, color_hint(g, offsets, best), rank_hint(g, offsets, best - c))
+    return fit.gather(2, best[..., None]).squeeze(-1), move

@@ -1,0 +1,91 @@
+"""Blueprint run I/O: latest.pt and best.pt written from the run's parts, and a resume read back into them.
+
+A checkpoint (kind "blueprint") holds the config, the game, the learner's weights, target and Adam state,
+the replay's counters (never its episodes), the run's counters, best evaluation, history and W&B id;
+`lbs.models.load_blueprint` rebuilds the network from it alone. Only rank 0 writes: every rank holds the
+same weights.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import ckpt
+from ..configs import from_dict, to_dict
+from ..models.io import BLUEPRINT_KIND as KIND
+from ..runs import Lifecycle
+from .config import TrainConfig
+from .learner import Learner
+from .replay import PrioritizedReplay
+from .selfplay import SelfPlay
+
+
+@dataclass
+class RunRecord:
+    """What the loop keeps besides weights and the actors' counters; saved in every checkpoint."""
+
+    best: float = -math.inf
+    """the best evaluation mean so far (best.pt holds its weights)"""
+    history: list[dict] = field(default_factory=list)
+    """one row per evaluation: updates, wall_seconds and the EvalResult's fields"""
+    wandb_id: str | None = None
+    """the W&B run this run logs to (a resume continues it)"""
+    wall_seconds: float = 0.0
+    """training time so far, resumed parts included"""
+
+
+def read_resume(life: Lifecycle, path: str | Path, cfg: TrainConfig) -> dict:
+    """A checkpoint to continue, read to the CPU and checked before any other process starts: a weights-only
+    file, or a change of game or network, is refused."""
+    blob = life.training_state(path, needs=("optimizer",))
+    life.refuse_changes(path, from_dict(TrainConfig, blob["config"]), cfg, ("game", "net"))
+    return blob
+
+
+class RunIO:
+    """The run's checkpoints, assembled from (and restored into) the learner, actors, replay and record."""
+
+    def __init__(self, life: Lifecycle, cfg: TrainConfig, learner: Learner, selfplay: SelfPlay,
+                 replay: PrioritizedReplay, record: RunRecord):
+        self.life, self.cfg = life, cfg
+        self.learner, self.selfplay, self.replay, self.record = learner, selfplay, replay, record
+
+    def counters(self) -> dict:
+        return {"updates": self.learner.updates, **self.selfplay.counters(),
+                "wall_seconds": self.record.wall_seconds}
+
+    def payload(self) -> dict:
+        rec = self.record
+        return {
+            "config": to_dict(self.cfg),
+            "game": self.cfg.game.to_dict(),
+            **self.learner.state_dict(),  # model, target, optimizer
+            "replay": self.replay.state_dict(include_data=False),
+            "counters": self.counters(),
+            "best": rec.best,
+            "history": rec.history,
+            "wandb_id": rec.wandb_id,
+        }
+
+    def save(self, name: str) -> Path:
+        """Write out_dir/name atomically; on ranks other than 0 (which hold the same weights) nothing."""
+        if not self.learner.is_main:
+            return self.life.out / name
+        return ckpt.save(self.life.out / name, KIND, self.payload())
+
+    def restore(self, blob: dict) -> None:
+        """Continue a run: weights, optimizer, counters, history. Config overrides take effect."""
+        self.learner.load_state_dict(blob)
+        # the replay's contents are never saved: only its counters continue (capacity may change)
+        rep = blob["replay"]
+        self.replay.num_added, self.replay.num_sampled = rep["num_added"], rep["num_sampled"]
+        counters = blob["counters"]
+        self.learner.updates = counters["updates"]
+        self.selfplay.load_counters(counters)
+        rec = self.record
+        rec.wall_seconds = counters.get("wall_seconds", 0.0)
+        rec.history, rec.wandb_id = list(blob["history"]), blob.get("wandb_id")
+        rec.best = self.life.best_so_far(blob["best"], operator.itemgetter("best"), operator.gt)

@@ -1,0 +1,104 @@
+"""What a search run is: its mode (where candidate hands come from, how far rollouts go) and its settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..hanabi.config import GameConfig
+
+
+class Sampler(Enum):
+    """Where the searcher's candidate hands come from."""
+
+    NONE = "none"
+    """no search: every seat plays the blueprint"""
+    BELIEF = "belief"
+    """the learned belief (LBS)"""
+    RANGE = "range"
+    """the exact range, filtered by the partner's blueprint (SPARTA)"""
+
+
+MODES = ("blueprint", "sparta", "lbs-inf", "lbs-K (K >= 1)")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A search mode, parsed from its name: 'blueprint', 'sparta', 'lbs-inf' or 'lbs-K' (K >= 1)."""
+
+    name: str
+    sampler: Sampler
+    depth: int | None
+    """blueprint moves after the candidate move before bootstrapping with Q; None: play to the end"""
+
+    @classmethod
+    def parse(cls, name: str) -> Mode:
+        """The mode called `name`; ValueError naming the accepted modes for anything else."""
+        if name == "blueprint":
+            return cls(name, Sampler.NONE, None)
+        if name == "sparta":
+            return cls(name, Sampler.RANGE, None)
+        if name == "lbs-inf":
+            return cls(name, Sampler.BELIEF, None)
+        if name.startswith("lbs-") and name[4:].isdigit():
+            if int(name[4:]) >= 1:
+                return cls(name, Sampler.BELIEF, int(name[4:]))
+            raise ValueError(f"mode {name!r}: LBS needs at least one rollout move "
+                             "(lbs-1 or more, or lbs-inf)")
+        raise ValueError(f"unknown mode {name!r}; choose from {', '.join(MODES)}")
+
+    @property
+    def searches(self) -> bool:
+        return self.sampler is not Sampler.NONE
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass
+class SearchConfig:
+    """How one seat searches."""
+
+    depth: int | None = 16
+    """blueprint moves after the candidate move before bootstrapping with Q (LBS-k); None: play to the
+    end of the game (LBS-inf, SPARTA). A Mode sets it"""
+    rollouts: int = 10_000
+    """rollouts per searched move, split over the moves still in play"""
+    min_rollouts: int = 100
+    """rollouts each legal move gets before it may be pruned; also the samples drawn per round"""
+    prune_z: float = 2.0
+    """a move whose mean is more than this many standard errors below the best stops receiving rollouts"""
+    delta: float = 0.05
+    """play the search move only if its mean beats the blueprint move's by more than this"""
+    min_valid: int = 1
+    """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
+    seat: int = 0
+    """the searching seat; every other seat plays the blueprint"""
+    max_range: int = 1_000_000
+    """SPARTA: while the exact range holds more hands than this, play the blueprint move"""
+    max_rows: int = 8192
+    """rollouts run in one engine batch (memory cap); results do not depend on it"""
+    cuda_graphs: bool = False
+    """capture the rollout step as a CUDA graph per batch size and replay it (lbs.graphs); batches are
+    padded to powers of two so a few graphs serve every decision. Off CUDA it runs eagerly (tests)"""
+
+    def check(self, game: GameConfig) -> None:
+        """ValueError naming the field, before any work."""
+        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
+            raise ValueError(f"SearchConfig.depth={self.depth!r}: must be an int >= 0 or None (to the end)")
+        for name in ("rollouts", "min_rollouts", "max_rows", "max_range"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r}: must be an int >= 1")
+        if not 0 <= self.min_valid <= self.min_rollouts:
+            raise ValueError(f"SearchConfig.min_valid={self.min_valid}: must be in 0..min_rollouts "
+                             f"({self.min_rollouts})")
+        if self.prune_z <= 0 or self.delta < 0:
+            raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be > 0 and delta={self.delta} >= 0")
+        if not 0 <= self.seat < game.players:
+            raise ValueError(f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
+                             f"for {game.players} players")
+        need = self.min_rollouts * game.num_moves
+        if self.rollouts < need:
+            raise ValueError(f"SearchConfig.rollouts={self.rollouts} is too small: every one of up to "
+                             f"{game.num_moves} legal moves needs min_rollouts={self.min_rollouts} rollouts "
+                             f"(at least {need}); raise rollouts or lower min_rollouts")

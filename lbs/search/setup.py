@@ -1,0 +1,145 @@
+"""One search set-up for every entry point (search/run.py, the experiments, the tests): from a mode and the
+checkpoints (or models in memory) it loads the models, serves them, checks the blueprint and the config,
+builds a hand sampler per batch of games and wraps the clock when profiling."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..acting import QFunction
+from ..hanabi.config import GameConfig
+from ..infer import BeliefHandle, InferenceServer, QNetHandle
+from ..models import load_belief, load_blueprint
+from .config import Mode, Sampler, SearchConfig
+from .exact_range import ExactRange
+from .samplers import HandSampler, LearnedBelief, serve
+from .timing import Timing
+
+BLUEPRINT = Mode.parse("blueprint")
+
+
+def check_blueprint(mode: Mode, net: nn.Module) -> None:
+    """What the mode needs of the blueprint, each refused in one line: a leaf value (LBS-K), a network to
+    re-run on candidate hands (SPARTA's range), a recurrent state that sees public features only (search)."""
+    if mode.depth is not None and not getattr(net, "has_value", True):
+        raise ValueError(f"{mode}: bootstraps its leaves with the blueprint's Q-values, and this "
+                         "blueprint's scores mark its move and are no value; use lbs-inf or sparta")
+    if mode.sampler is Sampler.RANGE and not hasattr(net, "private_input_layer"):
+        raise ValueError(f"{mode}: the exact range re-runs the partner's network on every candidate "
+                         "hand; a range for a rule-based blueprint is not built yet")
+    if mode.searches and not getattr(net, "hidden_is_public", False):
+        raise ValueError(f"{mode}: search needs a blueprint whose recurrent state sees public "
+                         "features only (publ_lstm or ff), so one state serves every sampled hand; this "
+                         "one's is private (lstm), so its partner state would carry the searcher's true "
+                         "cards")
+
+
+@dataclass
+class SearchSetup:
+    """Everything a search run needs, checked once. `cfg.depth` is the mode's; `make_sampler` replaces the
+    mode's sampler (test doubles, diagnostics); `timing`, when given, collects where the time goes."""
+
+    game: GameConfig
+    mode: Mode
+    cfg: SearchConfig
+    net: nn.Module
+    """the blueprint as loaded: what check_blueprint reads (its value, range and state capabilities); every
+    call of it goes through `server` (see `blueprint`)"""
+    server: InferenceServer
+    """serves the blueprint as its default model and, for LBS, the belief"""
+    device: torch.device
+    timing: Timing | None = None
+    make_sampler: Callable[[], HandSampler] | None = None
+
+    def __post_init__(self) -> None:
+        self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
+        self.device = torch.device(self.device)
+        self.cfg.check(self.game)
+        check_blueprint(self.mode, self.net)
+
+    @classmethod
+    def of(cls, game: GameConfig, net: nn.Module, mode: Mode | str, cfg: SearchConfig | None = None,
+           belief: nn.Module | None = None, device: torch.device | str = "cpu", coalesce: bool = False,
+           profile: bool = False, make_sampler: Callable[[], HandSampler] | None = None) -> SearchSetup:
+        """A set-up for models in memory: serves `net` (and `belief`, which LBS needs unless make_sampler
+        replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`)."""
+        mode = Mode.parse(mode) if isinstance(mode, str) else mode
+        check_blueprint(mode, net)
+        if mode.sampler is Sampler.BELIEF and belief is None and make_sampler is None:
+            raise ValueError(f"{mode}: LBS needs a belief model (a --belief checkpoint)")
+        server = serve(net, belief, device, coalesce=coalesce)
+        try:
+            return cls(game, mode, cfg or SearchConfig(), net, server, torch.device(device),
+                       Timing() if profile else None, make_sampler)
+        except ValueError:
+            server.close()
+            raise
+
+    @property
+    def blueprint(self) -> QNetHandle:
+        """The served blueprint (every search call of it goes through this handle)."""
+        return self.server.qnet()
+
+    @property
+    def belief(self) -> BeliefHandle:
+        """The served belief (LBS; served only when a belief was given)."""
+        return self.server.belief()
+
+    @property
+    def q_fn(self) -> QFunction:
+        """The served blueprint's step; with profiling its time goes to `networks` (not inside a captured
+        rollout step: no clock runs there, the networks' time stays in the rollouts')."""
+        step = self.blueprint.step
+        if self.timing is None or self.cfg.cuda_graphs:
+            return step
+        return self.timing.wrap(step)
+
+    def initial_state(self, rows: int) -> tuple:
+        return self.blueprint.initial_state(rows)
+
+    def sampler(self) -> HandSampler | None:
+        """A fresh hand sampler for one batch of games; None for the blueprint alone."""
+        if self.make_sampler is not None:
+            return self.make_sampler()
+        if self.mode.sampler is Sampler.BELIEF:
+            return LearnedBelief(self.game, self.server, self.cfg.seat)
+        if self.mode.sampler is Sampler.RANGE:
+            return ExactRange(self.game, self.blueprint, self.cfg.seat, max_range=self.cfg.max_range)
+        return None
+
+    def with_mode(self, mode: Mode | str, timing: Timing | None = None, **cfg) -> SearchSetup:
+        """The same models and server with another mode (and config fields), e.g. each row of a table."""
+        mode = Mode.parse(mode) if isinstance(mode, str) else mode
+        return dataclasses.replace(self, mode=mode, cfg=dataclasses.replace(self.cfg, **cfg), timing=timing)
+
+    def blueprint_only(self) -> SearchSetup:
+        """The blueprint alone on the same server (the baseline every search is paired with)."""
+        return dataclasses.replace(self, mode=BLUEPRINT, timing=None, make_sampler=None)
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __enter__(self) -> SearchSetup:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def build_search(mode: Mode | str, blueprint: str | Path, belief: str | Path | None = None,
+                 device: torch.device | str = "cpu", cfg: SearchConfig | None = None, coalesce: bool = False,
+                 profile: bool = False) -> SearchSetup:
+    """Load the blueprint (and, for LBS or whenever given, the belief trained for it) and set up search.
+    Raises CheckpointError or ValueError (one line each) on a bad file, pair, mode or config."""
+    mode = Mode.parse(mode) if isinstance(mode, str) else mode
+    game, net = load_blueprint(blueprint, device=device)
+    model = None
+    if belief is not None:
+        _, model = load_belief(belief, blueprint_path=blueprint, game=game, device=device)
+    return SearchSetup.of(game, net, mode, cfg, model, device, coalesce, profile)

@@ -1,0 +1,135 @@
+"""SmartBot against the reference bot's own games, and as a blueprint of the lockstep loop.
+
+tests/fixtures/smartbot/ holds games the reference C++ SmartBot played (deck + moves, see its README). Each
+file is replayed in one batch through `lbs.acting.play`: every move the batched bot makes must be the
+recorded one, and every final score the recorded score.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from lbs.acting import greedy, legal_with_noop, play
+from lbs.bots import SmartBot
+from lbs.bots import smartbot as sb
+from lbs.hanabi import GameConfig, engine
+from lbs.hanabi.encode import encode
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "smartbot"
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def load_games(players: int) -> list[dict]:
+    with gzip.open(FIXTURES / f"smartbot_{players}p.jsonl.gz", "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """SmartBot in every seat from the given decks: (moves [N, steps], -1 once a game is over; scores)."""
+    bot = SmartBot(game)
+    state = engine.initial_state(game, decks)
+    moves = torch.full((decks.shape[0], steps), -1, dtype=torch.long)
+
+    def record(turn) -> None:
+        moves[:, turn.t] = torch.where(turn.state.done, -1, turn.move)
+
+    hid = bot.initial_state(decks.shape[0] * game.players)
+    state, _ = play(game, state, bot.step, hid, steps, hook=record)
+    return moves, state.score
+
+
+@pytest.mark.parametrize("players", [2, 3, 4, 5])
+def test_every_reference_move_in_every_fixture_game(players):
+    games = load_games(players)
+    assert games and all(g["players"] == players for g in games)
+    game = GameConfig(players=players)
+    steps = max(len(g["moves"]) for g in games)
+    recorded = torch.full((len(games), steps), -1, dtype=torch.long)
+    for i, g in enumerate(games):
+        recorded[i, : len(g["moves"])] = torch.tensor(g["moves"])
+    moves, scores = play_decks(game, torch.tensor([g["deck"] for g in games]), steps)
+    differs = (moves != recorded).any(1)
+    first = [(i, int((moves[i] != recorded[i]).nonzero()[0])) for i in differs.nonzero().flatten().tolist()]
+    detail = [f"game {i} (seed {games[i]['seed']}) step {t}: played {game.move_name(int(moves[i, t]))}, "
+              f"reference {game.move_name(int(recorded[i, t]))}" for i, t in first[:5]]
+    assert not first, f"{len(first)} of {len(games)} games leave the reference's moves:\n" + "\n".join(detail)
+    assert scores.tolist() == [g["score"] for g in games]
+
+
+def test_scores_mark_the_move_and_idle_seats_pass():
+    """Scores are 1 on the move (legal for the seat to move); seats not to move get the no-op."""
+    game = GameConfig(players=3)
+    bot = SmartBot(game)
+    state = engine.reset(game, torch.arange(64))
+    hid = bot.initial_state(64 * 3)
+    for _ in range(20):
+        obs = encode(game, state).reshape(64 * 3, -1)
+        legal = legal_with_noop(game, state).reshape(64 * 3, -1)
+        scores, hid = bot.step(obs, obs, legal, hid)
+        assert set(scores.unique().tolist()) <= {0.0, 1.0} and (scores.sum(1) == 1).all()
+        act = greedy(scores, legal).reshape(64, 3)
+        mover = act.gather(1, state.cur_player[:, None]).squeeze(1)
+        assert bool(legal.reshape(64, 3, -1)[torch.arange(64), state.cur_player, mover].all())
+        assert bool((scores.reshape(64, 3, -1)[torch.arange(64), state.cur_player, mover] == 1).all())
+        state, _, _ = engine.step(game, state, torch.where(state.done, 0, mover))
+
+
+def test_every_seat_holds_the_same_public_knowledge():
+    """The knowledge is built from public events alone, so every seat's copy is the same (seen from its own
+    seat): seat s's player q is seat 0's player (s + q) mod P, at every step of real games."""
+    for players in (2, 4):
+        game = GameConfig(players=players)
+        games = load_games(players)[:200]
+        n = len(games)
+        state = engine.initial_state(game, torch.tensor([g["deck"] for g in games]))
+        bot = SmartBot(game)
+        hid = bot.initial_state(n * players)
+        for _ in range(game.max_steps):
+            state, hid = play(game, state, bot.step, hid, 1)
+            seats = hid.possible.reshape(n, players, players, game.hand_size)  # [N, seat, player, H]
+            for s in range(1, players):
+                assert torch.equal(seats[:, s], seats[:, 0].roll(-s, dims=1))
+            if bool(state.done.all()):
+                break
+        assert bool(state.done.all())
+
+
+def test_settle_stops_early_only_where_nothing_changes(monkeypatch):
+    """The CPU stops the settling rounds at the fixed point; running every round (as on an accelerator)
+    gives the same games."""
+    game = GameConfig(players=2)
+    games = load_games(2)[:100]
+    decks = torch.tensor([g["deck"] for g in games])
+    steps = max(len(g["moves"]) for g in games)
+    fast, fast_scores = play_decks(game, decks, steps)
+    monkeypatch.setattr(sb, "_stop_at_fixed_point", lambda device: False)
+    full, full_scores = play_decks(game, decks, steps)
+    assert torch.equal(fast, full) and torch.equal(fast_scores, full_scores)
+
+
+@pytest.mark.parametrize("bad", [dict(max_life_tokens=4)])
+def test_unsupported_configs_are_refused_naming_the_field(bad):
+    with pytest.raises(ValueError, match="max_life_tokens"):
+        SmartBot(GameConfig(**bad))
+
+
+@pytest.mark.parametrize("variant", [dict(players=2, colors=3), dict(players=3, ranks=3, hand_size=3),
+                                     dict(players=4, max_info_tokens=4, max_life_tokens=1)])
+def test_variants_play_legal_games(variant):
+    """Small decks, other hand sizes, fewer tokens: every move legal, every game over in time."""
+    game = GameConfig(**variant)
+    bot = SmartBot(game)
+    state = engine.reset(game, torch.arange(200))
+
+    def legal(turn) -> None:
+        ok = engine.legal_moves(game, turn.state).gather(1, turn.move[:, None]).squeeze(1)
+        assert bool((ok | turn.state.done).all())
+
+    state, _ = play(game, state, bot.step, bot.initial_state(200 * game.players), game.max_steps, hook=legal)
+    assert bool(state.done.all()) and float(state.score.float().mean()) > 0
