@@ -46,10 +46,11 @@ def time_play(game: GameConfig, server: InferenceServer, n: int, steps: int, gra
               repeats: int) -> tuple[float, float]:
     """(seconds per step, seconds of the first call: capture included) for greedy play of n games."""
     state = engine.reset(game, game_seeds(Stream.EVAL, 0, n, device=server.device))
+    blueprint = server.qnet()
 
     def once():
         with torch.no_grad():
-            play(game, state, server.step, server.initial_state(n * game.players), steps, graphs=graphs)
+            play(game, state, blueprint.step, blueprint.initial_state(n * game.players), steps, graphs=graphs)
         _sync(server.device)
 
     t0 = time.perf_counter()
@@ -66,11 +67,12 @@ def time_round(game: GameConfig, server: InferenceServer, n: int, steps: int, gr
     """(slot-steps/s, seconds of the first round) of recorded, exploring, colour-shuffled actor rounds."""
     cfg = ActorConfig(num_games=n, max_len=steps, shuffle_colors=True)
     seeds = game_seeds(Stream.BLUEPRINT_TRAIN, 0, n, device=server.device)
+    blueprint = server.qnet()
     eps = torch.full((n,), 0.05, device=server.device)
 
     def once(r: int):
         with torch.no_grad(), server.pinned() as weights:
-            run_round(game, server.step, server.initial_state, seeds, r, cfg, eps=eps, graphs=graphs,
+            run_round(game, blueprint.step, blueprint.initial_state, seeds, r, cfg, eps=eps, graphs=graphs,
                       weights=weights)
         _sync(server.device)
 

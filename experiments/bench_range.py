@@ -27,6 +27,7 @@ import torch
 
 from lbs.acting import Turn, play
 from lbs.hanabi import engine
+from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import load_blueprint
 from lbs.search.exact_range import ExactRange
 
@@ -36,11 +37,11 @@ else:  # python experiments/bench_range.py: this folder is first on the import p
     from common import machine
 
 
-def games(game, net, n: int, turns: int) -> list[Turn]:
+def games(game, blueprint: QNetHandle, n: int, turns: int) -> list[Turn]:
     out: list[Turn] = []
     with torch.no_grad():
-        play(game, engine.reset(game, torch.arange(n)), lambda *a: net.step(*a),
-             net.initial_state(n * game.players), turns, hook=out.append)
+        play(game, engine.reset(game, torch.arange(n)), blueprint.step,
+             blueprint.initial_state(n * game.players), turns, hook=out.append)
     return out
 
 
@@ -56,12 +57,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     game, net = load_blueprint(args.blueprint)
-    turns = games(game, net, args.games, args.turns)
+    blueprint = InferenceServer(net).qnet()
+    turns = games(game, blueprint, args.games, args.turns)
     lines = [f"# bench_range {datetime.date.today()}", "", f"- machine: {machine()}",
              f"- command: `python {' '.join(sys.argv)}`", f"- game: {game}", ""]
 
     for seat in range(game.players):
-        rng = ExactRange(game, net, seat, max_range=args.max_range, chunk=args.chunk)
+        rng = ExactRange(game, blueprint, seat, max_range=args.max_range, chunk=args.chunk)
         t0 = time.perf_counter()
         rng.reset(turns[0].state)
         reset_s = time.perf_counter() - t0
@@ -80,7 +82,7 @@ def main() -> None:
     # the counterfactual filter of the first partner move, forced on every candidate
     for seat in range(game.players):
         first = next(t for t, turn in enumerate(turns) if int(turn.state.cur_player[0]) != seat)
-        rng = ExactRange(game, net, seat, max_range=args.max_range, chunk=args.chunk)
+        rng = ExactRange(game, blueprint, seat, max_range=args.max_range, chunk=args.chunk)
         rng.reset(turns[0].state)
         for turn in turns[: first + 1]:
             rng.update(turn.state, turn.move, turn.next_state)

@@ -100,7 +100,9 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
             p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
         belief.update(st, move, turn.next_state)
 
-    play(game, state, server.step, server.initial_state(games * game.players), game.max_steps, hook=rate)
+    blueprint = server.qnet()
+    play(game, state, blueprint.step, blueprint.initial_state(games * game.players), game.max_steps,
+         hook=rate)
     scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
           f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples), counting prior "

@@ -61,14 +61,14 @@ def main() -> None:
     print(f"{machine()}; device {device}; {args.rows} rollouts x {args.depth} moves")
     with torch.no_grad():
         state = engine.reset(game, torch.arange(args.rows, device=device))
-        hid = server.initial_state(args.rows * game.players)
-        state, hid = play(game, state, server.step, hid, args.warm)
+        hid = server.qnet().initial_state(args.rows * game.players)
+        state, hid = play(game, state, server.qnet().step, hid, args.warm)
         gen = torch.Generator(device=device).manual_seed(0)
         first = torch.multinomial(engine.legal_moves(game, state).float(), 1, generator=gen).squeeze(1)
         horizon = int(engine.moves_left_bound(game, state).max()) - 1
 
         def batch(graphs: Graphs | None) -> torch.Tensor:
-            return rollout_returns(game, state, hid, first, server.step, args.depth, horizon, graphs)
+            return rollout_returns(game, state, hid, first, server.qnet().step, args.depth, horizon, graphs)
 
         for name, graphs in [("eager", None)] + ([("CUDA graph", Graphs(device))] if cuda else []):
             for _ in range(2):  # warm-up (and the capture)

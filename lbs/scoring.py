@@ -6,7 +6,7 @@ From the command line: `python train/score.py checkpoints/blueprint_2p.pt --game
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -69,11 +69,13 @@ def eval_games(
     stream: Stream = Stream.EVAL,
     shard: Shard = ONE,
     graphs: Graphs | None = None,
+    weights: Hashable = None,
 ) -> dict[str, torch.Tensor] | None:
     """Greedy self-play on games 0 .. games-1 of (stream, seed): per game (in game order, on the CPU) the
     final score, perfect and bombed flags and length. With a Shard, this rank plays its slice of the games
     and rank 0 receives every game's row (other ranks: None), exactly as one process would play them.
-    graphs: replay the step as a CUDA graph (lbs.graphs); q_fn must read weights updated in place."""
+    graphs: replay the step as a CUDA graph (lbs.graphs); q_fn must read weights updated in place, or
+    `weights` must name the copy it reads (InferenceServer.pinned)."""
     if games < 1 or batch < 1:
         raise ValueError(f"games={games} and batch={batch} must be >= 1")
     out = {k: [] for k in FIELDS}
@@ -83,7 +85,7 @@ def eval_games(
         state = engine.reset(game, seeds)
         with torch.no_grad():
             state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps,
-                            graphs=graphs)
+                            graphs=graphs, weights=weights)
         out["score"].append(state.score.cpu())
         out["perfect"].append((state.fireworks.sum(1) == game.max_score).cpu())
         out["bombed"].append((state.life_tokens <= 0).cpu())
@@ -105,10 +107,11 @@ def evaluate(
     stream: Stream = Stream.EVAL,
     shard: Shard = ONE,
     graphs: Graphs | None = None,
+    weights: Hashable = None,
 ) -> EvalResult | None:
     """Greedy self-play on games 0 .. games-1 of (stream, seed): fixed deals, comparable across runs.
     With a Shard the games are split over its ranks; the result is rank 0's (other ranks: None)."""
-    rows = eval_games(game, q_fn, init_hidden, games, seed, batch, device, stream, shard, graphs)
+    rows = eval_games(game, q_fn, init_hidden, games, seed, batch, device, stream, shard, graphs, weights)
     return summarize(*(rows[k] for k in FIELDS)) if rows is not None else None
 
 

@@ -27,7 +27,7 @@ def test_served_sampling_equals_direct_calls():
     out: dict[int, torch.Tensor] = {}
 
     def work(i: int) -> None:
-        out[i] = server.call("belief", "sample_served", *queries[i], k=50)
+        out[i] = server.belief().sample(*queries[i], k=50)
 
     with server:
         threads = [threading.Thread(target=work, args=(i,)) for i in range(len(queries))]

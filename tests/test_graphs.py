@@ -14,7 +14,7 @@ from conftest import DEVICES
 
 from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig
-from lbs.infer import InferenceServer
+from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.scoring import evaluate
@@ -34,9 +34,10 @@ def net(seed: int = 0):
 def _round(server: InferenceServer, seeds: torch.Tensor, episode: int, graphs: Graphs | None):
     cfg = ActorConfig(num_games=len(seeds), max_len=GAME.max_steps, shuffle_colors=True)
     eps = torch.linspace(0.05, 0.5, len(seeds), device=seeds.device)
-    with torch.no_grad(), server.pinned() as weights:
-        return run_round(GAME, server.step, server.initial_state, seeds, episode, cfg, eps=eps, aux=True,
-                         graphs=graphs, weights=weights)
+    blueprint = server.qnet()
+    with torch.no_grad(), blueprint.pinned() as weights:
+        return run_round(GAME, blueprint.step, blueprint.initial_state, seeds, episode, cfg, eps=eps,
+                         aux=True, graphs=graphs, weights=weights)
 
 
 def _differ(a: dict, b: dict) -> list[str]:
@@ -52,7 +53,8 @@ def _same(a: dict, b: dict) -> bool:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_captured_actor_rounds_equal_eager_rounds_across_weight_updates(device):
-    server = InferenceServer(net(0), device=device)
+    # a merging worker runs, as with search's groups: calls made while capturing must still run inline
+    server = InferenceServer(net(0), device=device, cfg=ServerConfig(coalesce=True))
     graphs = Graphs(device)
     for episode, seeds in enumerate([torch.arange(6), torch.arange(6) + 100, torch.arange(6) + 200]):
         seeds = seeds.to(device)
@@ -76,6 +78,21 @@ def test_captured_evaluation_equals_eager(device):
         captured = evaluate(GAME, model.step, init, games=40, batch=16, device=device, graphs=graphs)
     assert eager == captured and eager.mean > 0
     assert graphs.captures == 2  # batches of 16 and of the last 8 games
+    # served as the blueprint trainer evaluates: the copy in use keys the capture, an update reads the other
+    server = InferenceServer(net(0), device)
+    learner = server.qnet()
+    served = []
+    for _ in range(3):
+        server.update_weights(model.state_dict())
+        with torch.no_grad(), learner.pinned() as weights:
+            served.append(evaluate(GAME, learner.step, learner.initial_state, games=40, batch=16,
+                                   device=device, graphs=graphs, weights=weights))
+    with torch.no_grad():
+        served_eager = evaluate(GAME, learner.step, learner.initial_state, games=40, batch=16, device=device)
+    assert served == [served_eager] * 3
+    if device == "cpu":  # (on CUDA the server's fp32 turns cuDNN's default TF32 off)
+        assert served_eager == eager
+    assert graphs.captures == 2 + 4  # two shapes per copy of the weights, reused by the third evaluation
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -97,19 +114,19 @@ def test_captured_search_rollouts_make_the_same_decisions(device, depth):
 
 def test_a_changed_shape_or_mode_is_a_new_capture_never_a_stale_one():
     """Greedy and exploring steps, and different batch sizes, never share a captured step."""
-    server = InferenceServer(net(0))
+    bp = InferenceServer(net(0)).qnet()
     graphs = Graphs("cpu")
     seeds = torch.arange(4)
     cfg = ActorConfig(num_games=4, max_len=GAME.max_steps)
     with torch.no_grad():
-        greedy = run_round(GAME, server.step, server.initial_state, seeds, 0, cfg, graphs=graphs)
-        explore = run_round(GAME, server.step, server.initial_state, seeds, 0, cfg,
+        greedy = run_round(GAME, bp.step, bp.initial_state, seeds, 0, cfg, graphs=graphs)
+        explore = run_round(GAME, bp.step, bp.initial_state, seeds, 0, cfg,
                             eps=torch.ones(4), graphs=graphs)
         cfg5 = replace(cfg, num_games=5)
-        wider = run_round(GAME, server.step, server.initial_state, torch.arange(5), 0, cfg5, graphs=graphs)
-        assert _same(greedy[0], run_round(GAME, server.step, server.initial_state, seeds, 0, cfg)[0])
-        assert _same(explore[0], run_round(GAME, server.step, server.initial_state, seeds, 0, cfg,
+        wider = run_round(GAME, bp.step, bp.initial_state, torch.arange(5), 0, cfg5, graphs=graphs)
+        assert _same(greedy[0], run_round(GAME, bp.step, bp.initial_state, seeds, 0, cfg)[0])
+        assert _same(explore[0], run_round(GAME, bp.step, bp.initial_state, seeds, 0, cfg,
                                            eps=torch.ones(4))[0])
         five = torch.arange(5)
-        assert _same(wider[0], run_round(GAME, server.step, server.initial_state, five, 0, cfg5)[0])
+        assert _same(wider[0], run_round(GAME, bp.step, bp.initial_state, five, 0, cfg5)[0])
     assert graphs.captures == 3

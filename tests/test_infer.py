@@ -1,20 +1,26 @@
-"""InferenceServer: coalesced calls equal direct ones, atomic weight updates, epsilon-greedy acting,
-errors reach the right caller, clean shutdown."""
+"""InferenceServer: served calls equal the module's own, inline without a merging worker and merged with
+one, atomic weight updates, exploration independent of batching, errors reach the right caller, clean
+shutdown; and no code calls a model by a method name in a string."""
 
 from __future__ import annotations
 
+import ast
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import CONFIGS
 from torch import nn
 
-from lbs.acting import epsilon_greedy, greedy
-from lbs.infer import InferenceServer, ServerConfig
+from lbs.acting import epsilon_greedy, greedy, play
+from lbs.bots import SmartBot
+from lbs.hanabi import GameConfig, engine
+from lbs.infer import QNET, InferenceServer, ServerConfig
 from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
+from lbs.models.qnet import select_rows
 
 GAME = CONFIGS["p2_c2"]
 A = GAME.num_actions
@@ -36,6 +42,18 @@ def inputs(b: int, seed: int, t: int | None = None):
     legal[..., 0] = True
     h = torch.randn(2, b, 32, generator=g)
     return priv, publ, legal, HiddenState(h, torch.randn(2, b, 32, generator=g))
+
+
+def step(net: nn.Module, *args):
+    """What the server runs for QNetHandle.step, for the tests that queue calls themselves."""
+    return net.step(*args)
+
+
+def forward(net: nn.Module, *args):
+    return net(*args)
+
+
+MERGE = ServerConfig(coalesce=True)
 
 
 def near(a, b, tol: float = 1e-5) -> bool:
@@ -86,7 +104,7 @@ def wait_until_idle(server: InferenceServer, gate: Gate) -> Future:
     """Submit a gate call and wait until the worker is blocked inside it."""
     gate.entered.clear()
     gate.release.clear()
-    fut = server.submit("gate", "forward", torch.zeros(1, 1))
+    fut = server.submit("gate", forward, torch.zeros(1, 1))
     assert gate.entered.wait(10)
     return fut
 
@@ -98,19 +116,23 @@ def test_served_equals_module(device: str, coalesce: bool) -> None:
     net = small_net()
     priv, publ, legal, hid = inputs(5, 0)
     with InferenceServer(net, device, ServerConfig(coalesce=coalesce)) as server:
-        q, h = server.step(priv, publ, legal, hid)
-        qs, hs = server.q(priv[:, None].expand(-1, 3, -1), publ[:, None].expand(-1, 3, -1),
-                          legal[:, None].expand(-1, 3, -1), hid)
-        h0 = server.initial_state(5)
-        out, hp = server.call("qnet", "public_out", publ, hid)
+        qnet = server.qnet()
+        q, h = qnet.step(priv, publ, legal, hid)
+        qs, hs = qnet.forward(priv[:, None].expand(-1, 3, -1), publ[:, None].expand(-1, 3, -1),
+                              legal[:, None].expand(-1, 3, -1), hid)
+        h0 = qnet.initial_state(5)
+        out, hp = qnet.public_out(publ, hid)
+        q_pub = qnet.q_from_public(priv, out, legal)
     with torch.no_grad():
         q_ref, h_ref = net.step(priv, publ, legal, hid)
         qs_ref, _ = net(priv[:, None].expand(-1, 3, -1), publ[:, None].expand(-1, 3, -1),
                         legal[:, None].expand(-1, 3, -1), hid)
         out_ref, _ = net.public_out(publ, hid)
+        q_pub_ref = net.q_from_public(priv, out_ref, legal)
     assert isinstance(h, HiddenState) and h.h.device.type == device
     assert near(q.cpu(), q_ref) and near(h.h.cpu(), h_ref.h) and near(h.c.cpu(), h_ref.c)
     assert near(qs.cpu(), qs_ref) and near(out.cpu(), out_ref) and isinstance(hp, HiddenState)
+    assert near(q_pub.cpu(), q_pub_ref)
     assert h0.h.shape == (2, 5, 32) and not h0.h.any()
 
 
@@ -118,11 +140,11 @@ def test_feed_forward_state_passes_through_batching() -> None:
     """The ff net's zero-layer state [0, B, hidden] batches and splits like any other state."""
     net = small_net("ff")
     reqs = [inputs(b, 20 + b)[:3] for b in (2, 3)]
-    with InferenceServer(net) as server:
+    with InferenceServer(net, cfg=MERGE) as server:
         gate = Gate()
         server.register("gate", gate)
         gate_future = wait_until_idle(server, gate)
-        futures = [server.submit("qnet", "step", *r, server.initial_state(r[0].shape[0])) for r in reqs]
+        futures = [server.submit(QNET, step, *r, server.qnet().initial_state(r[0].shape[0])) for r in reqs]
         gate.release.set()
         gate_future.result(10)
         for r, f in zip(reqs, futures, strict=True):
@@ -135,15 +157,15 @@ def test_feed_forward_state_passes_through_batching() -> None:
 def test_server_owns_a_copy() -> None:
     net = small_net()
     priv, publ, legal, hid = inputs(3, 1)
-    with InferenceServer(net, cfg=ServerConfig(coalesce=False)) as server:
-        before, _ = server.step(priv, publ, legal, hid)
+    with InferenceServer(net) as server:
+        before, _ = server.qnet().step(priv, publ, legal, hid)
         with torch.no_grad():
             for p in net.parameters():
                 p.add_(1.0)  # the learner keeps training its own module
-        after, _ = server.step(priv, publ, legal, hid)
+        after, _ = server.qnet().step(priv, publ, legal, hid)
         assert torch.equal(before, after) and server.version == 0
         assert server.update_weights(net.state_dict()) == 1 and server.version == 1
-        updated, _ = server.step(priv, publ, legal, hid)
+        updated, _ = server.qnet().step(priv, publ, legal, hid)
         with torch.no_grad():
             assert near(updated, net.step(priv, publ, legal, hid)[0])
         served = server.state_dict()
@@ -156,7 +178,8 @@ def test_coalesced_threads_equal_direct() -> None:
     n_threads, calls = 6, 6
     errors: list[BaseException] = []
     start = threading.Barrier(n_threads)
-    server = InferenceServer(net)
+    server = InferenceServer(net, cfg=MERGE)
+    qnet = server.qnet()
 
     def worker(k: int) -> None:
         try:
@@ -166,7 +189,7 @@ def test_coalesced_threads_equal_direct() -> None:
                 b = int(torch.randint(1, 7, (1,), generator=g))
                 seq = c % 3 == 2
                 priv, publ, legal, hid = inputs(b, 100 * k + c, t=4 if seq else None)
-                q, h = server.q(priv, publ, legal, hid)
+                q, h = (qnet.forward if seq else qnet.step)(priv, publ, legal, hid)
                 with torch.no_grad():
                     q_ref, h_ref = net(priv, publ, legal, hid) if seq else net.step(priv, publ, legal, hid)
                 assert q.shape == q_ref.shape and h.h.shape == (2, b, 32) and h.h.is_contiguous()
@@ -191,14 +214,14 @@ def test_gated_requests_run_as_one_batch() -> None:
     sizes = [3, 1, 5, 2, 4, 1]
     # oldest first, then every later request that still fits: max_batch 6 packs 3+1+2 | 5+1 | 4
     for max_batch, want_batches in ((10_000, 1), (6, 3)):
-        server = InferenceServer(net, cfg=ServerConfig(max_batch=max_batch))
+        server = InferenceServer(net, cfg=ServerConfig(max_batch=max_batch, coalesce=True))
         gate = Gate()
         server.register("gate", gate)
         gate_future = wait_until_idle(server, gate)
         reqs = [inputs(b, 50 + i) for i, b in enumerate(sizes)]
-        futures = [server.submit("qnet", "step", *r) for r in reqs]
+        futures = [server.submit(QNET, step, *r) for r in reqs]
         seq = inputs(2, 99, t=3)
-        seq_future = server.submit("qnet", "forward", *seq)  # different signature: its own batch
+        seq_future = server.submit(QNET, forward, *seq)  # different signature: its own batch
         gate.release.set()
         gate_future.result(10)
         for r, f in zip(reqs, futures, strict=True):
@@ -219,7 +242,7 @@ def test_no_torn_weights_under_concurrent_updates() -> None:
     """Every result equals the output of exactly one whole weight version."""
     module = WeightSum()
     versions = 40
-    server = InferenceServer(cfg=ServerConfig(max_batch=8))
+    server = InferenceServer(cfg=ServerConfig(max_batch=8, coalesce=True))
     server.register("sum", module)
     seen: list[float] = []
     errors: list[BaseException] = []
@@ -230,9 +253,9 @@ def test_no_torn_weights_under_concurrent_updates() -> None:
             x = torch.ones(1 + k % 3, 2)
             while not done.is_set():
                 if k == 0:
-                    out = server.run_direct("sum", "forward", x)
+                    out = server.run_inline("sum", forward, x)
                 else:
-                    out = server.call("sum", "forward", x)
+                    out = server.module("sum")(x)
                 seen.extend(out.flatten().tolist())
         except BaseException as e:
             errors.append(e)
@@ -270,7 +293,7 @@ def test_no_torn_weights_across_cuda_streams() -> None:
             with torch.cuda.stream(torch.cuda.Stream()):
                 x = torch.ones(2, device="cuda")
                 while not done.is_set():
-                    seen.append(server.run_direct("sum", "forward", x))
+                    seen.append(server.module("sum")(x))
                 torch.cuda.current_stream().synchronize()
         except BaseException as e:
             errors.append(e)
@@ -285,7 +308,7 @@ def test_no_torn_weights_across_cuda_streams() -> None:
     for t in threads:
         t.join(60)
     with torch.cuda.stream(torch.cuda.Stream()):
-        last = server.run_direct("sum", "forward", torch.ones(1, device="cuda"))
+        last = server.module("sum")(torch.ones(1, device="cuda"))
         torch.cuda.current_stream().synchronize()
     server.close()
     assert not errors, errors[0]
@@ -294,7 +317,8 @@ def test_no_torn_weights_across_cuda_streams() -> None:
     assert last.item() == versions * module.numel
 
 
-def test_two_weight_sets_never_mixed() -> None:
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_two_weight_sets_never_mixed(coalesce: bool) -> None:
     """A Q-net served while its biases flip between all zeros and all ones returns one set's Q per call."""
     net = small_net()
     base = net.state_dict()
@@ -308,7 +332,7 @@ def test_two_weight_sets_never_mixed() -> None:
         with torch.no_grad():
             refs.append(ref_net.step(priv, publ, legal, hid)[0])
     assert not near(refs[0], refs[1], 1e-2)
-    server = InferenceServer(net)
+    server = InferenceServer(net, cfg=ServerConfig(coalesce=coalesce))
     server.update_weights(sets[0])
     results: list[torch.Tensor] = []
     errors: list[BaseException] = []
@@ -317,7 +341,7 @@ def test_two_weight_sets_never_mixed() -> None:
     def reader() -> None:
         try:
             while not done.is_set():
-                results.append(server.step(priv, publ, legal, hid)[0])
+                results.append(server.qnet().step(priv, publ, legal, hid)[0])
         except BaseException as e:
             errors.append(e)
 
@@ -339,18 +363,123 @@ def test_two_weight_sets_never_mixed() -> None:
 def test_bad_state_dict_keeps_serving() -> None:
     net = small_net()
     priv, publ, legal, hid = inputs(2, 3)
-    with InferenceServer(net) as server:
-        before = server.step(priv, publ, legal, hid)[0]
+    with InferenceServer(net, cfg=MERGE) as server:
+        before = server.qnet().step(priv, publ, legal, hid)[0]
         with pytest.raises(RuntimeError, match="state_dict"):
             server.update_weights({"nope": torch.zeros(1)})
         assert server.version == 0
-        assert torch.equal(server.step(priv, publ, legal, hid)[0], before)
+        assert torch.equal(server.qnet().step(priv, publ, legal, hid)[0], before)
         assert server.update_weights(net.state_dict()) == 1  # and updates still work afterwards
 
 
-# ---- acting -------------------------------------------------------------------------------------------
+# ---- the inline path and the merging worker ---------------------------------------------------------
+class WhichThread(nn.Module):
+    """Records the thread that runs its forward pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.threads: list[str] = []
+
+    def __deepcopy__(self, memo: dict) -> WhichThread:
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.threads.append(threading.current_thread().name)
+        return x
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_calls_run_inline_unless_a_merging_worker_runs(coalesce: bool) -> None:
+    """Without merging a call runs in its caller's thread (no hop through a worker with nothing to merge)."""
+    probe = WhichThread()
+    with InferenceServer(cfg=ServerConfig(coalesce=coalesce)) as server:
+        server.register("probe", probe)
+        server.module("probe")(torch.zeros(1, 1))
+        if not coalesce:
+            with pytest.raises(RuntimeError, match="coalesce=True"):
+                server.submit("probe", forward, torch.zeros(1, 1))
+    want = "lbs-inference" if coalesce else threading.current_thread().name
+    assert probe.threads == [want]
+
+
+def test_concurrent_handle_calls_merge_into_one_pass() -> None:
+    """Three threads calling qnet.step while the worker is busy are served by one forward pass."""
+    net = small_net()
+    reqs = [inputs(b, 40 + b) for b in (1, 2, 3)]
+    out: dict[int, tuple] = {}
+    with InferenceServer(net, cfg=MERGE) as server:
+        gate = Gate()
+        server.register("gate", gate)
+        gate_future = wait_until_idle(server, gate)
+        qnet = server.qnet()
+        threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, qnet.step(*reqs[i])))
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while server._merger._queue.qsize() < 3 and time.monotonic() < deadline:  # queued behind the gate
+            time.sleep(0.01)
+        gate.release.set()
+        gate_future.result(10)
+        for t in threads:
+            t.join(10)
+        assert server.stats.batches == 2 and server.stats.requests == 4  # the gate, then the three together
+    for i, r in enumerate(reqs):
+        with torch.no_grad():
+            assert near(out[i][0], net.step(*r)[0])
+
+
+def test_smartbot_is_served_with_its_state_batched_on_dim_0() -> None:
+    """SmartBot's state holds its rows on dim 0 (SmartBotState.batch_dim), not on dim 1 as an LSTM's: served
+    inline, and merged with another caller's games into one pass, its steps equal the bot's own on the
+    first lockstep steps of real games."""
+    game = GameConfig(players=2)
+    bot, n, p = SmartBot(game), 4, game.players
+    calls: list[tuple] = []
+
+    def own(*args):  # the bot's own steps, recorded with their inputs
+        out = bot.step(*args)
+        calls.append((args, out))
+        return out
+
+    with torch.no_grad():
+        play(game, engine.reset(game, torch.arange(n)), own, bot.initial_state(n * p), 8)
+
+    def same(a, b) -> bool:
+        return type(a) is type(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+    with InferenceServer(bot) as server:
+        served = server.qnet()
+        assert same(served.initial_state(n * p), bot.initial_state(n * p))
+        for args, (scores, state) in calls:
+            got_scores, got_state = served.step(*args)
+            assert torch.equal(got_scores, scores) and same(got_state, state)
+
+    # two callers with two games each (whole games: the bot decides per block of P rows), queued together
+    first, rest = torch.arange(2 * p), torch.arange(2 * p, n * p)
+    with InferenceServer(bot, cfg=MERGE) as server:
+        gate = Gate()
+        server.register("gate", gate)
+        for (priv, publ, legal, hid), (scores, state) in calls:
+            wait_until_idle(server, gate)
+            futures = [server.submit(QNET, step, priv[rows], publ[rows], legal[rows], select_rows(hid, rows))
+                       for rows in (first, rest)]
+            gate.release.set()
+            for rows, fut in zip((first, rest), futures, strict=True):
+                got_scores, got_state = fut.result(10)
+                assert torch.equal(got_scores, scores[rows]) and same(got_state, select_rows(state, rows))
+        assert server.stats.batches == 2 * len(calls) and server.stats.requests == 3 * len(calls)
+
+
+# ---- exploration on served Q-values ------------------------------------------------------------------
+def explore(qnet, priv, publ, legal, hid, eps, keys=None, generator=None):
+    """What the actors do with a served step: epsilon-greedy over its Q (lbs.acting.play)."""
+    q, hid = qnet.step(priv, publ, legal, hid)
+    return epsilon_greedy(q, legal, eps, keys=keys, generator=generator), q, hid
+
+
 @pytest.mark.parametrize("use_keys", [True, False])
-def test_act_epsilon(use_keys: bool) -> None:
+def test_explore_epsilon(use_keys: bool) -> None:
     order = [3, 1]
     net = FixedQNet(GAME, order)
     b = 400
@@ -359,12 +488,13 @@ def test_act_epsilon(use_keys: bool) -> None:
     legal[:, [1, 2, 5, A - 1]] = True
     legal[: b // 2, 3] = True
     with InferenceServer(net) as server:
-        hid = server.initial_state(b)
+        qnet = server.qnet()
+        hid = qnet.initial_state(b)
 
         def act(eps: float, step: int):
             keys = (torch.arange(b), torch.full((b,), step)) if use_keys else None
             gen = None if use_keys else torch.Generator().manual_seed(step)
-            return server.act(priv, publ, legal, hid, torch.full((b,), eps), keys=keys, generator=gen)
+            return explore(qnet, priv, publ, legal, hid, torch.full((b,), eps), keys=keys, generator=gen)
 
         actions, q, hid2 = act(0.0, 0)
         assert torch.equal(actions, greedy(q, legal)) and torch.equal(hid2.h, hid.h + 1)
@@ -379,28 +509,30 @@ def test_act_epsilon(use_keys: bool) -> None:
         assert 0.25 < explored < 0.6  # eps 0.5 explores half the time, sometimes landing on the greedy move
 
 
-def test_act_keys_independent_of_batching() -> None:
+def test_explore_keys_independent_of_batching() -> None:
+    """Only the forward pass is shared with other callers; the exploration draws use each caller's keys
+    (hashed counters), so they do not depend on how the rows were merged."""
     net = small_net()
     b = 12
     priv, publ, legal, hid = inputs(b, 8)
     eps = torch.linspace(0, 1, b)
     keys = (torch.arange(b) + 77, torch.full((b,), 3))
-    with InferenceServer(net) as server:
-        full, q, _ = server.act(priv, publ, legal, hid, eps, keys=keys)
-        parts = [server.act(priv[s], publ[s], legal[s], HiddenState(hid.h[:, s], hid.c[:, s]), eps[s],
-                            keys=tuple(k[s] for k in keys))[0] for s in (slice(0, 5), slice(5, b))]
+    with InferenceServer(net, cfg=MERGE) as server:
+        qnet = server.qnet()
+        full, q, _ = explore(qnet, priv, publ, legal, hid, eps, keys=keys)
+        parts = [explore(qnet, priv[s], publ[s], legal[s], HiddenState(hid.h[:, s], hid.c[:, s]), eps[s],
+                         keys=tuple(k[s] for k in keys))[0] for s in (slice(0, 5), slice(5, b))]
     assert torch.equal(torch.cat(parts), full)
-    assert torch.equal(full, epsilon_greedy(q, legal, eps, keys=keys))
-    with pytest.raises(ValueError, match="one step"):
-        InferenceServer(net, cfg=ServerConfig(coalesce=False)).act(priv[:, None], publ[:, None],
-                                                                  legal[:, None], hid, 0.0)
+    with torch.no_grad():
+        q_ref, _ = net.step(priv, publ, legal, hid)
+    assert torch.equal(full, epsilon_greedy(q_ref, legal, eps, keys=keys))
 
 
 def test_bf16_precision_close_to_fp32() -> None:
     net = small_net()
     priv, publ, legal, hid = inputs(4, 9)
-    with InferenceServer(net, cfg=ServerConfig(precision="bf16", coalesce=False)) as server:
-        q, h = server.step(priv, publ, legal, hid)
+    with InferenceServer(net, cfg=ServerConfig(precision="bf16")) as server:
+        q, h = server.qnet().step(priv, publ, legal, hid)
     with torch.no_grad():
         q_ref, _ = net.step(priv, publ, legal, hid)
     assert q.dtype == torch.float32 and h.h.dtype == torch.float32
@@ -411,27 +543,28 @@ def test_bf16_precision_close_to_fp32() -> None:
 def test_errors_reach_their_caller() -> None:
     net = small_net()
     priv, publ, legal, hid = inputs(2, 4)
-    server = InferenceServer(net)
+    server = InferenceServer(net, cfg=MERGE)
+    qnet = server.qnet()
     with pytest.raises(ValueError, match="publ must be"):
-        server.step(priv, priv, legal, hid)  # raised in the worker, re-raised here
+        qnet.step(priv, priv, legal, hid)  # raised in the worker, re-raised here
     with pytest.raises(ValueError, match="no model registered as 'belief'"):
-        server.call("belief", "forward", priv)
-    with pytest.raises(ValueError, match="no public method 'missing'"):
-        server.call("qnet", "missing", priv)
+        server.belief()
+    with pytest.raises(ValueError, match="cannot back a BeliefHandle: it has no encode, sample"):
+        server.belief(QNET)
     with pytest.raises(ValueError, match="disagree on the batch size"):
-        server.step(priv, publ[:1], legal, hid)
+        qnet.step(priv, publ[:1], legal, hid)
     with pytest.raises(TypeError, match="keyword"):
-        server.call("qnet", "step", priv, publ, legal, hid, 3)
+        server.call(QNET, step, priv, publ, legal, hid, 3)
     with pytest.raises(ValueError, match="already registered"):
-        server.register("qnet", net)
+        server.register(QNET, net)
     # a value-dependent failure inside a merged batch fails only the request that caused it
     server.register("picky", Picky())
     gate = Gate()
     server.register("gate", gate)
     gate_future = wait_until_idle(server, gate)
-    good = [server.submit("picky", "forward", torch.full((2, 3), float(i))) for i in range(3)]
-    bad = server.submit("picky", "forward", -torch.ones(1, 3))
-    more = server.submit("picky", "forward", torch.ones(4, 3))
+    good = [server.submit("picky", forward, torch.full((2, 3), float(i))) for i in range(3)]
+    bad = server.submit("picky", forward, -torch.ones(1, 3))
+    more = server.submit("picky", forward, torch.ones(4, 3))
     gate.release.set()
     gate_future.result(10)
     with pytest.raises(ValueError, match="negative input"):
@@ -439,8 +572,8 @@ def test_errors_reach_their_caller() -> None:
     for i, f in enumerate(good):
         assert torch.equal(f.result(10), torch.full((2, 3), 2.0 * i))
     assert torch.equal(more.result(10), torch.full((4, 3), 2.0))
-    assert torch.equal(server.step(priv, publ, legal, hid)[0], server.run_direct("qnet", "step", priv, publ,
-                                                                                  legal, hid)[0])
+    assert torch.equal(qnet.step(priv, publ, legal, hid)[0], server.run_inline(QNET, step, priv, publ, legal,
+                                                                               hid)[0])
     server.close()
 
 
@@ -448,13 +581,14 @@ def test_abandoned_calls_and_shutdown() -> None:
     """A caller that raises after submitting does not wedge the server; close serves what is queued."""
     net = small_net()
     priv, publ, legal, hid = inputs(2, 6)
-    server = InferenceServer(net)
+    server = InferenceServer(net, cfg=MERGE)
+    qnet = server.qnet()
 
     died = threading.Event()
 
     def careless() -> None:
         try:
-            server.submit("qnet", "step", priv, publ, legal, hid)
+            server.submit(QNET, step, priv, publ, legal, hid)
             raise RuntimeError("caller died before collecting its result")
         except RuntimeError:
             died.set()
@@ -463,19 +597,23 @@ def test_abandoned_calls_and_shutdown() -> None:
     t.start()
     t.join(10)
     assert died.is_set()
-    assert server.step(priv, publ, legal, hid)[0].shape == (2, A)
-    queued = [server.submit("qnet", "step", priv, publ, legal, hid) for _ in range(5)]
-    cancelled = server.submit("qnet", "step", priv, publ, legal, hid)
+    assert qnet.step(priv, publ, legal, hid)[0].shape == (2, A)
+    queued = [server.submit(QNET, step, priv, publ, legal, hid) for _ in range(5)]
+    cancelled = server.submit(QNET, step, priv, publ, legal, hid)
     cancelled.cancel()
     start = time.monotonic()
     server.close(timeout=20)
     assert time.monotonic() - start < 20 and server.closed
     assert all(f.done() and f.result()[0].shape == (2, A) for f in queued)
     with pytest.raises(RuntimeError, match="closed"):
-        server.step(priv, publ, legal, hid)
+        qnet.step(priv, publ, legal, hid)
     with pytest.raises(RuntimeError, match="closed"):
-        server.submit("qnet", "step", priv, publ, legal, hid)
+        server.submit(QNET, step, priv, publ, legal, hid)
     server.close()  # idempotent
+    inline = InferenceServer(net)
+    inline.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        inline.qnet().step(priv, publ, legal, hid)
 
 
 def test_server_config_validation() -> None:
@@ -504,3 +642,37 @@ def test_tf32_never_leaks_out_of_the_server():
         assert torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+# ---- every model call can be followed ------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_CALLS = {"call", "submit", "run_inline", "run_direct"}
+
+
+def string_method_calls(source: str) -> list[int]:
+    """Lines that name a model's method in a string: a server call whose second argument is a string
+    (`server.call(name, "method", ...)`), or operator.methodcaller."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        method = node.args[1] if len(node.args) > 1 else None
+        named = isinstance(method, ast.Constant) and isinstance(method.value, str)
+        if (name in SERVER_CALLS and named) or name == "methodcaller":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_model_is_called_by_a_method_name_in_a_string() -> None:
+    assert string_method_calls('server.call(BELIEF, "sample_served", c, s, h, k=4)') == [1]
+    assert string_method_calls("x = methodcaller('step')(net)") == [1]
+    assert string_method_calls("server.belief().sample(c, s, h, k=4)\nserver.call(QNET, step, x)") == []
+    found = {}
+    for folder in ("lbs", "train", "search", "experiments", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            lines = string_method_calls(path.read_text())
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines
+    assert not found, f"models called by a method name in a string (use a typed handle): {found}"

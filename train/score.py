@@ -21,6 +21,7 @@ from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig
+from lbs.infer import InferenceServer
 from lbs.models import is_rule_bot, load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.seeding import Stream, game_seeds
@@ -62,15 +63,15 @@ def main(argv: list[str] | None = None) -> None:
             _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
-    init = lambda b: net.initial_state(b, device)  # noqa: E731
+    blueprint = InferenceServer(net, device).qnet()
     with launch(shard, device):
-        result = evaluate(game, net.step, init, args.games, args.seed, args.batch, device, shard=shard,
-                          graphs=Graphs(device) if args.cuda_graphs else None)
+        result = evaluate(game, blueprint.step, blueprint.initial_state, args.games, args.seed, args.batch,
+                          device, shard=shard, graphs=Graphs(device) if args.cuda_graphs else None)
         if shard.main:
             print(result)
         if args.belief:
-            ev = evaluate_belief(game, model, net.step, init, args.games, args.seed, min(args.batch, 500),
-                                 device=device, shard=shard)
+            ev = evaluate_belief(game, model, blueprint.step, blueprint.initial_state, args.games, args.seed,
+                                 min(args.batch, 500), device=device, shard=shard)
             if shard.main:
                 live = [t for t, n in enumerate(ev.cards_by_turn) if n > 0]
                 grounded = sum(ev.learned_by_turn[t] < ev.grounded_by_turn[t] for t in live)

@@ -82,7 +82,8 @@ class BeliefData:
         n = self.cfg.games_per_round
         seeds = game_seeds(Stream.BELIEF_TRAIN, self.cfg.seed, n, device=self.device)
         with torch.no_grad():
-            episodes, stats = run_round(self.game, self.server.step, self.server.initial_state, seeds, r,
+            blueprint = self.server.qnet()
+            episodes, stats = run_round(self.game, blueprint.step, blueprint.initial_state, seeds, r,
                                         self.actor, eps=self.eps, graphs=self.graphs)
         return episodes_to_streams(episodes), stats["score"]
 
@@ -150,13 +151,18 @@ class BeliefData:
                 "data/streams_per_s": self._added_here / max(time.time() - self._started_at, 1e-9),
             }
 
-    def close(self) -> None:
-        """Stop the producer after its current round and release the inference server."""
+    def stop(self) -> None:
+        """Stop the producer after its current round. The blueprint stays served: validation plays through
+        the same server (it runs calls inline, so it holds no thread)."""
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
+
+    def close(self) -> None:
+        """Stop the producer and release the inference server."""
+        self.stop()
         self.server.close()
 
 

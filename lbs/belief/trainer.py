@@ -224,7 +224,7 @@ class BeliefTrainer:
         self.device = resolve_device(cfg.device)
         sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
-        self.game, self.net = load_blueprint(blueprint, device=self.device)
+        self.game, net = load_blueprint(blueprint, device=self.device)
         bp_actor = ActorConfig() if is_rule_bot(blueprint) else from_dict(
             ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         self.resume = Path(resume) if resume else None
@@ -238,7 +238,7 @@ class BeliefTrainer:
             start_round = int(blob["data"]["rounds"])
             self.start_step, self.wandb_id = int(blob.get("step", 0)), blob.get("wandb_id")
         pl.seed_everything(cfg.seed, verbose=False)
-        self.data = BeliefData(cfg, self.game, self.net, bp_actor, self.device, start_round)
+        self.data = BeliefData(cfg, self.game, net, bp_actor, self.device, start_round)
         # the blueprint's path relative to the run folder, so the pair can move together
         rel = str(blueprint) if is_rule_bot(blueprint) else os.path.relpath(self.blueprint_path.resolve(),
                                                                              self.out.resolve())
@@ -280,10 +280,10 @@ class BeliefTrainer:
 
     def validate(self, model: BeliefModel) -> BeliefEval:
         """NLL on val_games greedy games of the validation stream (disjoint from the final evaluation)."""
-        cfg, dev = self.cfg, self.device
-        return evaluate_belief(self.game, model, self.net.step, lambda b: self.net.initial_state(b, dev),
-                               cfg.val_games, cfg.eval_seed, batch=min(cfg.val_games, 500),
-                               max_len=self.data.max_len, device=dev, stream=Stream.BELIEF_VAL)
+        cfg, dev, blueprint = self.cfg, self.device, self.data.server.qnet()
+        return evaluate_belief(self.game, model, blueprint.step, blueprint.initial_state, cfg.val_games,
+                               cfg.eval_seed, batch=min(cfg.val_games, 500), max_len=self.data.max_len,
+                               device=dev, stream=Stream.BELIEF_VAL)
 
     def run(self, tags: list[str] | None = None) -> BeliefRunResult | None:
         """Train to total_steps (continuing from `resume`), write latest.pt, evaluate on held-out games.
@@ -293,7 +293,7 @@ class BeliefTrainer:
 
         cfg = self.cfg
         if self.life.finished(self.start_step, cfg.total_steps):
-            self.data.close()
+            self.data.stop()
             return None
         self.tags = tags or []
         self.life.begin(self.start_step, self.device.type)
@@ -308,14 +308,14 @@ class BeliefTrainer:
             try:
                 trainer.fit(self.module, ckpt_path=str(self.resume) if self.resume else None)
             except BaseException as e:  # latest.pt was written by _PeriodicCheckpoint.on_exception
-                self.data.close()
+                self.data.stop()
                 wandb.finish()
                 reason, stop = stop_reason(saver.exception or e, sigterm=trainer.received_sigterm)
                 self.life.end(reason, trainer.global_step, saver.path)
                 if stop is not None:
                     raise stop from None
                 raise
-            self.data.close()
+            self.data.stop()
         step = trainer.global_step
         reason = (f"finished ({cfg.total_steps} steps)" if step >= cfg.total_steps
                   else f"time limit (max_minutes={cfg.max_minutes:g}) reached")
@@ -323,8 +323,9 @@ class BeliefTrainer:
         nll = trainer.callback_metrics.get("train/nll_per_card")
         result = None
         if cfg.eval_games:
-            result = evaluate_belief(self.game, self.module.model.to(self.device), self.net.step,
-                                     lambda b: self.net.initial_state(b, self.device), cfg.eval_games,
+            blueprint = self.data.server.qnet()
+            result = evaluate_belief(self.game, self.module.model.to(self.device), blueprint.step,
+                                     blueprint.initial_state, cfg.eval_games,
                                      cfg.eval_seed, batch=min(cfg.eval_games, 500),
                                      max_len=self.data.max_len, device=self.device)
             run.summary.update({"final/nll_per_card": result.nll_learned,

@@ -46,6 +46,7 @@ class SmartBotState(NamedTuple):
     seen: torch.Tensor  # [R, T] long: copies played or discarded per card id, as last seen
     deck: torch.Tensor  # [R] long: cards left in the deck as last seen; -1 before the first observation
     hints: torch.Tensor  # [R] long: hint tokens as last seen
+    batch_dim = 0  # rows first, unlike an LSTM's HiddenState (no annotation: a class constant, not a field)
 
 
 class _Obs(NamedTuple):

@@ -204,13 +204,6 @@ class BeliefModel(nn.Module):
         return HandLogProb(slot_log_prob=slot, nll_per_card=nll, num_cards=n, hid=hid)
 
     # ---- sampling -----------------------------------------------------------------------------
-    @torch.no_grad()
-    def sample_served(self, context: torch.Tensor, seeds: torch.Tensor, hand_len: torch.Tensor, *, k: int):
-        """sample() with every batched argument positional, so an InferenceServer can merge the queries
-        of concurrent callers into one decoder pass: server.call("belief", "sample_served", context,
-        seeds, hand_len, k=K). Seeded draws make each query's hands independent of how it was batched."""
-        return self.sample(context, k, seeds, hand_len)
-
     def sample(
         self,
         context: torch.Tensor,

@@ -28,11 +28,24 @@ class HiddenState(NamedTuple):
     """Recurrent state (h, c), each [layers, B, hidden]; a plain tuple anywhere one is expected.
 
     A named type so batching code (the inference server) can tell it from a tuple of outputs: its
-    batch dimension is 1, not 0.
+    batch dimension is 1, not 0 (`batch_dim`; other blueprints' states name their own).
     """
 
     h: torch.Tensor
     c: torch.Tensor
+    batch_dim = 1  # no annotation: a class constant, not a field
+
+
+def state_batch_dim(state: tuple) -> int:
+    """The dimension that holds the rows of a recurrent state's tensors: its type's `batch_dim` (a plain
+    tuple is taken as an LSTM's (h, c), batch on dim 1; SmartBotState's is 0)."""
+    return getattr(type(state), "batch_dim", 1)
+
+
+def select_rows(state: tuple, rows: torch.Tensor) -> tuple:
+    """The state of rows `rows` [n] (long) of a recurrent state, of the same type."""
+    d = state_batch_dim(state)
+    return type(state)(*(x.index_select(d, rows) for x in state))
 
 
 WithState = tuple[torch.Tensor, HiddenState]  # (output, new recurrent state)

@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch import nn
 
 from ..graphs import Graphs
 from ..hanabi.rng import hash_keys
-from ..infer import InferenceServer, ServerConfig
+from ..infer import InferenceServer, QNetHandle
 from ..models.qnet import make_qnet
 from ..seeding import Stream, game_seeds
 from .actors import run_round
@@ -27,6 +28,8 @@ from .r2d2 import apex_epsilons
 from .replay import PrioritizedReplay
 
 Episodes = dict[str, torch.Tensor]
+LEARNER = "learner"
+"""Name of the copy of the learner's network that evaluation plays, in self-play's server."""
 
 
 class SelfPlay:
@@ -35,12 +38,14 @@ class SelfPlay:
     `rounds`, `episodes` and `actor_steps` count what went into replay; `seconds` the time spent acting."""
 
     def __init__(self, cfg: TrainConfig, rank: int, device: torch.device, replay: PrioritizedReplay,
-                 priorities: Callable[[Episodes], torch.Tensor]):
+                 priorities: Callable[[Episodes], torch.Tensor], learner: nn.Module):
         self.cfg, self.rank, self.device = cfg, rank, device
         self.replay, self.priorities = replay, priorities
-        # overlap: the actor thread runs the forward passes itself, on its own stream (no worker thread)
-        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=device,
-                                      cfg=ServerConfig(coalesce=not cfg.overlap))
+        # one caller at a time per model, inline: the acting thread (overlap: the actor thread, on its own
+        # stream) runs the forward passes itself. LEARNER: the learner's weights as of the latest evaluation
+        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=device)
+        self.server.register(LEARNER, learner)  # a copy, in the learner's dtype
+        self.blueprint = self.server.qnet()
         self.eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
         self.graphs = Graphs(device) if cfg.actor.cuda_graphs else None  # actor rounds
         self.rounds = self.episodes = self.actor_steps = 0
@@ -51,11 +56,16 @@ class SelfPlay:
         """Serve the learner's current weights to the actors."""
         self.server.update_weights(state_dict)
 
+    def serve_learner(self, state_dict: dict[str, torch.Tensor]) -> QNetHandle:
+        """The learner's weights now, served as LEARNER beside the actors' copy (evaluation plays them)."""
+        self.server.update_weights(state_dict, LEARNER)
+        return self.server.qnet(LEARNER)
+
     def q_fn(self, priv, publ, legal, hid):
-        return self.server.step(priv, publ, legal, hid)
+        return self.blueprint.step(priv, publ, legal, hid)
 
     def init_hidden(self, rows: int):
-        return self.server.initial_state(rows)
+        return self.blueprint.initial_state(rows)
 
     def play_round(self, r: int, q_fn: Callable | None = None) -> tuple[Episodes, dict[str, torch.Tensor]]:
         """Self-play round r (its deals and exploration depend on r only) with `q_fn` (default: the served

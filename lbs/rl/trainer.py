@@ -57,7 +57,8 @@ class Trainer:
             beta=cfg.beta,
             seed=rank_seed(cfg.seed, self.rank),
         )
-        self.selfplay = SelfPlay(cfg, self.rank, self.device, self.replay, self.learner.priorities)
+        self.selfplay = SelfPlay(cfg, self.rank, self.device, self.replay, self.learner.priorities,
+                                 self.learner.module)
         self.record = RunRecord()
         self.io = RunIO(self.life, cfg, self.learner, self.selfplay, self.replay, self.record)
         if blob is not None:
@@ -90,22 +91,22 @@ class Trainer:
         return info
 
     def evaluate(self, games: int | None = None) -> EvalResult:
-        """Greedy games of the learner's network on fixed deals of the validation stream."""
-        net = self.learner.module
-        net.eval()
-        res = evaluate(
-            self.cfg.game,
-            net.step,
-            lambda b: net.initial_state(b, self.device),
-            games=games or self.cfg.eval_games,
-            seed=self.cfg.seed,
-            batch=min(games or self.cfg.eval_games, 1000),
-            device=self.device,
-            stream=Stream.BLUEPRINT_VAL,
-            graphs=self.eval_graphs,
-        )
-        net.train()
-        return res
+        """Greedy games of the learner's network now (served beside the actors' copy) on fixed deals of the
+        validation stream."""
+        learner = self.selfplay.serve_learner(self.learner.module.state_dict())
+        with learner.pinned() as weights:
+            return evaluate(
+                self.cfg.game,
+                learner.step,
+                learner.initial_state,
+                games=games or self.cfg.eval_games,
+                seed=self.cfg.seed,
+                batch=min(games or self.cfg.eval_games, 1000),
+                device=self.device,
+                stream=Stream.BLUEPRINT_VAL,
+                graphs=self.eval_graphs,
+                weights=weights,
+            )
 
     # ---- the loop ------------------------------------------------------------------------------
     def _wandb(self, tags: list[str]):
@@ -234,7 +235,9 @@ class Trainer:
                               f"round's games (this game can last {cfg.game.max_steps} steps); raise "
                               "--actor.max_len, or 0 for whole games")
             run.finish()
+        try:  # the final evaluation plays through self-play's server: closed after it
+            if not self.is_main:
+                return None
+            return result if result is not None else self.evaluate()
+        finally:
             selfplay.close()
-        if not self.is_main:
-            return None
-        return result if result is not None else self.evaluate()

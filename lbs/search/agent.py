@@ -30,6 +30,7 @@ from ..hanabi.config import GameConfig
 from ..hanabi.interop.record import GameRecord
 from ..hanabi.rng import hash_keys
 from ..hanabi.state import HanabiState
+from ..models.qnet import select_rows
 from ..seeding import Stream, game_seeds, pack
 from ..shards import ONE, Shard
 from .config import SearchConfig
@@ -115,7 +116,7 @@ class Searcher:
                 start = engine.set_hand(game, root.index(g), seat.index_select(0, g), hands,
                                         hash_keys(keys[g], j))  # the same deck for every move (CRN)
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
-                h = type(hid)(*(x.index_select(1, rows_hid) for x in hid))
+                h = select_rows(hid, rows_hid)
                 ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")

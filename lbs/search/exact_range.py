@@ -45,7 +45,6 @@ from __future__ import annotations
 import time
 
 import torch
-from torch import nn
 
 from ..acting import legal_with_noop
 from ..belief.constraints import HandConstraints, from_obs, plausible_cards
@@ -54,6 +53,7 @@ from ..hanabi.encode import encode, public_features
 from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
+from ..infer import QNetHandle
 from .config import SearchConfig
 from .range_filter import CandidatePolicy, PartnerView
 from .samplers import SampledHands
@@ -67,9 +67,9 @@ CPU_CHUNK, GPU_CHUNK = 8192, 262144
 class ExactRange:
     """The searcher's exact range in G games, updated after every real move (see the module doc)."""
 
-    def __init__(self, game: GameConfig, net: nn.Module, seat: int, max_range: int = SearchConfig.max_range,
+    def __init__(self, game: GameConfig, net: QNetHandle, seat: int, max_range: int = SearchConfig.max_range,
                  chunk: int | None = None, checked: bool = False, max_enum: int = MAX_ENUM):
-        if not getattr(net, "hidden_is_public", False):
+        if not net.hidden_is_public:
             raise ValueError("ExactRange needs a net whose recurrent state is public (hidden_is_public)")
         if not 0 <= seat < game.players:
             raise ValueError(f"seat must be in 0..{game.players - 1}, got {seat}")
@@ -112,7 +112,7 @@ class ExactRange:
             slot = torch.where(cons.hand_len.index_select(0, self.game_of) > s, s, -1)
             self._extend(slot, plaus[:, s] & (cons.unseen > 0))
             self._keep(self._consistent(plaus))
-        self.hid = self.net.initial_state(g * self.game.players, device=dev)
+        self.hid = self.net.initial_state(g * self.game.players)
         self.pending: list[tuple[PartnerView, torch.Tensor]] = []  # (view, games [G] it still filters)
         if self.checked:
             self._check(state)

@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
+from ..infer import QNetHandle
 from ..models.qnet import QNet
 
 Q_TOL = 1e-4
@@ -48,9 +49,11 @@ class PartnerView:
 class CandidatePolicy:
     """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
 
-    def __init__(self, game: GameConfig, net: nn.Module, seat: int):
+    def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
-        self.linear = net.private_input_layer() if isinstance(net, QNet) else None
+        with net.borrowed() as module:
+            self.fast = isinstance(module, QNet)
+        """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
              info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
@@ -71,14 +74,15 @@ class CandidatePolicy:
         hint_ids = torch.cat([colour, rank], 1)  # [G, C+R]
         legal = legal.scatter(1, hint_ids, False)
         view = PartnerView(shared, block, publ_out, legal, hint_ids, info_tokens > 0, move.long())
-        if self.linear is not None:
-            view.table = self._table(view)
+        if self.fast:
+            with self.net.borrowed() as net:
+                view.table = self._table(view, net.private_input_layer())
         return view
 
-    def _table(self, view: PartnerView) -> torch.Tensor:
+    def _table(self, view: PartnerView, lin: nn.Linear) -> torch.Tensor:
         """Rows g*H*T + s*T + c: the first layer's weight column for card c in the searcher's slot s of
         game g's block; then one shared pre-activation per game; then a zero row (empty slots)."""
-        lin, g = self.linear, self.game
+        g = self.game
         h, t, dtype = g.hand_size, g.card_types, lin.weight.dtype
         cards = g.layout.slices["hands.cards"]
         cols = lin.weight[:, cards].t().reshape(g.players - 1, h * t, -1)  # [P-1, H*T, hidden]
@@ -107,7 +111,8 @@ class CandidatePolicy:
             zero = view.table.shape[0] - 1  # empty slots add the zero row
             idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
             x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
-            return self.net.advantages_from_input_layer(x, publ), legal
+            with self.net.borrowed() as net:
+                return net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
         pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
         obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))

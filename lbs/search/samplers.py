@@ -18,15 +18,12 @@ from ..belief.sampling import valid_hands
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import encode
 from ..hanabi.state import HanabiState
-from ..infer import InferenceServer, ServerConfig
-
-BELIEF = "belief"
-"""Name of the belief model in the InferenceServer."""
+from ..infer import BELIEF, InferenceServer, ServerConfig
 
 
 def serve(net, belief=None, device: torch.device | str = "cpu", coalesce: bool = False) -> InferenceServer:
-    """The one server search calls: the blueprint as "qnet" and, for LBS, the belief as BELIEF.
-    coalesce: run the worker that merges concurrent callers (search's `groups`); off, calls run direct."""
+    """The one server search calls: the blueprint as QNET and, for LBS, the belief as BELIEF.
+    coalesce: run the worker that merges concurrent callers (search's `groups`); off, calls run inline."""
     server = InferenceServer(net, device=device, cfg=ServerConfig(coalesce=coalesce))
     if belief is not None:
         server.register(BELIEF, belief)
@@ -68,11 +65,11 @@ class LearnedBelief:
     def _observe(self, state: HanabiState) -> None:
         seat = torch.full((state.batch_size, 1), self.seat, device=state.device)
         self.obs = encode(self.game, state, observers=seat)[:, 0]  # [G, D]
-        context, self.hid = self.server.call(BELIEF, "encode", self.obs[:, None], self.hid)
+        context, self.hid = self.server.belief().encode(self.obs[:, None], self.hid)
         self.context = context[:, 0]
 
     def reset(self, state: HanabiState) -> None:
-        self.hid = self.server.initial_state(state.batch_size, name=BELIEF)
+        self.hid = self.server.belief().initial_state(state.batch_size)
         self._observe(state)
 
     def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
@@ -81,7 +78,7 @@ class LearnedBelief:
     def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
         obs, context = self.obs.index_select(0, games), self.context.index_select(0, games)
         cons = constraints.from_obs(self.game, obs)
-        hands = self.server.call(BELIEF, "sample_served", context, keys, cons.hand_len, k=k)
+        hands = self.server.belief().sample(context, keys, cons.hand_len, k=k)
         valid = valid_hands(self.game, hands, cons.unseen, cons.color_plausible, cons.rank_plausible,
                             cons.hand_len)
         return SampledHands(hands, valid)

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..acting import QFunction
 from ..hanabi.config import GameConfig
-from ..infer import InferenceServer
+from ..infer import BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
@@ -49,7 +49,8 @@ class SearchSetup:
     mode: Mode
     cfg: SearchConfig
     net: nn.Module
-    """the blueprint (SPARTA's exact range runs its private layers on candidate hands)"""
+    """the blueprint as loaded: what check_blueprint reads (its value, range and state capabilities); every
+    call of it goes through `server` (see `blueprint`)"""
     server: InferenceServer
     """serves the blueprint as its default model and, for LBS, the belief"""
     device: torch.device
@@ -81,15 +82,26 @@ class SearchSetup:
             raise
 
     @property
+    def blueprint(self) -> QNetHandle:
+        """The served blueprint (every search call of it goes through this handle)."""
+        return self.server.qnet()
+
+    @property
+    def belief(self) -> BeliefHandle:
+        """The served belief (LBS; served only when a belief was given)."""
+        return self.server.belief()
+
+    @property
     def q_fn(self) -> QFunction:
         """The served blueprint's step; with profiling its time goes to `networks` (not inside a captured
         rollout step: no clock runs there, the networks' time stays in the rollouts')."""
+        step = self.blueprint.step
         if self.timing is None or self.cfg.cuda_graphs:
-            return self.server.step
-        return self.timing.wrap(self.server.step)
+            return step
+        return self.timing.wrap(step)
 
     def initial_state(self, rows: int) -> tuple:
-        return self.server.initial_state(rows)
+        return self.blueprint.initial_state(rows)
 
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""
@@ -98,7 +110,7 @@ class SearchSetup:
         if self.mode.sampler is Sampler.BELIEF:
             return LearnedBelief(self.game, self.server, self.cfg.seat)
         if self.mode.sampler is Sampler.RANGE:
-            return ExactRange(self.game, self.net, self.cfg.seat, max_range=self.cfg.max_range)
+            return ExactRange(self.game, self.blueprint, self.cfg.seat, max_range=self.cfg.max_range)
         return None
 
     def with_mode(self, mode: Mode | str, timing: Timing | None = None, **cfg) -> SearchSetup:

@@ -20,6 +20,7 @@ from conftest import DEVICES
 from lbs.acting import Turn, greedy, legal_with_noop, play
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.hanabi.state import HanabiState
+from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import FixedQNet, NetConfig, make_qnet
 from lbs.search.exact_range import ExactRange
 from lbs.search.range_filter import Q_TOL, CandidatePolicy
@@ -37,6 +38,11 @@ def blueprint(game: GameConfig, device: str = "cpu") -> torch.nn.Module:
     """A small random public-LSTM net: its moves depend on the cards it sees."""
     torch.manual_seed(1)
     return make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=2)).to(device).eval()
+
+
+def served(net: torch.nn.Module, device: str = "cpu") -> QNetHandle:
+    """The blueprint as the range calls it: through an inference server on the games' device."""
+    return InferenceServer(net, device).qnet()
 
 
 def play_games(game: GameConfig, net, n: int, seed: int, device: str = "cpu") -> list[Turn]:
@@ -127,7 +133,7 @@ def test_range_equals_brute_force_posterior(name: str, every: int, device: str) 
     decks = all_decks(game)
     filtered = 0
     for seat in range(game.players):
-        rng = ExactRange(game, net, seat, checked=True)
+        rng = ExactRange(game, served(net, device), seat, checked=True)
         rng.reset(turns[0].state)
         refs = [DeckReference(game, ref_net, seat, game_of(turns[0].state, g), decks) for g in range(n)]
         for t, turn in enumerate(turns):
@@ -168,7 +174,7 @@ def test_hand_blind_blueprint_leaves_counting(name: str, device: str) -> None:
     game = TINY[name]
     net = FixedQNet(game, order=[game.hand_size]).to(device)  # always plays slot 0: ignores every hand
     turns = play_games(game, net, 8, seed=5, device=device)
-    rng = ExactRange(game, net, 1, checked=True)
+    rng = ExactRange(game, served(net, device), 1, checked=True)
     rng.reset(turns[0].state)
     for turn in turns:
         rng.update(turn.state, turn.move, turn.next_state)
@@ -182,7 +188,7 @@ def test_samples_follow_probabilities(device: str) -> None:
     game = GameConfig(players=2, colors=2, ranks=3, hand_size=2)
     net = blueprint(game, device)
     turns = play_games(game, net, 3, seed=7, device=device)
-    rng = ExactRange(game, net, 0, checked=True)
+    rng = ExactRange(game, served(net, device), 0, checked=True)
     rng.reset(turns[0].state)
     for turn in turns[:2]:
         rng.update(turn.state, turn.move, turn.next_state)
@@ -209,7 +215,7 @@ def test_samples_same_on_every_device() -> None:
     for device in ("cpu", "cuda"):
         net = blueprint(game, device)
         turns = play_games(game, net, 4, seed=9, device=device)
-        rng = ExactRange(game, net, 1)
+        rng = ExactRange(game, served(net, device), 1)
         rng.reset(turns[0].state)
         for turn in turns[:3]:
             rng.update(turn.state, turn.move, turn.next_state)
@@ -221,15 +227,15 @@ def test_max_range_and_untracked_games() -> None:
     game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
     net = blueprint(game)
     turns = play_games(game, net, 2, seed=1)
-    full = ExactRange(game, net, 0)
+    full = ExactRange(game, served(net), 0)
     full.reset(turns[0].state)
     size = full.size()
     assert bool((size > 1).all())
-    capped = ExactRange(game, net, 0, max_range=int(size.min()) - 1)
+    capped = ExactRange(game, served(net), 0, max_range=int(size.min()) - 1)
     capped.reset(turns[0].state)
     assert torch.equal(capped.size(), size)  # still tracked
     assert not bool(capped.sample(4, torch.arange(2)).valid.any())
-    untracked = ExactRange(game, net, 0, max_enum=2)
+    untracked = ExactRange(game, served(net), 0, max_enum=2)
     untracked.reset(turns[0].state)
     for turn in turns:
         untracked.update(turn.state, turn.move, turn.next_state)
@@ -247,8 +253,8 @@ def test_fast_first_layer_equals_full_network() -> None:
     for t in range(4):
         state = engine.step(game, state, engine.random_moves(game, state, torch.arange(6) + t))[0]
     seat = 0
-    policy = CandidatePolicy(game, net, seat)
-    assert policy.linear is not None
+    policy = CandidatePolicy(game, served(net), seat)
+    assert policy.fast
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)

@@ -337,7 +337,7 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
 
             def decide(st, sampler, games=games, hid=hid, bp=bp, steps=steps, ids=ids):
                 sampler.reset(st)
-                searcher = Searcher(game, server.step, sampler, cfg, seed=3)
+                searcher = Searcher(game, server.qnet().step, sampler, cfg, seed=3)
                 return searcher.decide(st, games, hid, bp, steps, ids)
 
             a, b = (decide(st, LearnedBelief(game, server, 0)) for st in (state, other))
@@ -376,7 +376,8 @@ def test_sparta_is_lbs_inf_with_the_exact_range():
     cfg = SearchConfig(rollouts=120, min_rollouts=10)
     with torch.no_grad():
         sparta = play_games(SearchSetup.of(game, net, sparta_mode, cfg), games=24, seed=4)
-        exact = SearchSetup.of(game, net, lbs_inf_mode, cfg, make_sampler=lambda: ExactRange(game, net, 0))
+        exact = SearchSetup.of(game, net, lbs_inf_mode, cfg,
+                                   make_sampler=lambda: ExactRange(game, exact.blueprint, 0))
         lbs_inf = play_games(exact, games=24, seed=4)
         base = play_games(exact.blueprint_only(), games=24, seed=4)
     assert [r.decisions for r in sparta] == [r.decisions for r in lbs_inf]
