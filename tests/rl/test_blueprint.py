@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import wait_for_file
 
 from lbs import ckpt
 from lbs.hanabi import GameConfig
@@ -161,6 +160,8 @@ def test_kill_saves_latest_checkpoint(tmp_path, overlap):
     for line in proc.stderr:  # wait until the training loop runs
         if line.startswith("lbs: blueprint run in"):
             break
+    from conftest import wait_for_file  # here: DDP workers import this module without tests/ on their path
+
     wait_for_file(out / "latest.pt", proc)  # the loop has made progress: it saves after every round
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
@@ -288,6 +289,8 @@ def test_ctrl_c_is_one_line_with_what_was_saved(tmp_path):
     for line in proc.stderr:
         if "blueprint run in" in line:
             break
+    from conftest import wait_for_file
+
     wait_for_file(out / "latest.pt", proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
