@@ -80,14 +80,16 @@ class _Board(NamedTuple):
 
 @dataclass(frozen=True)
 class _Masks:
-    """Identity bit masks of a game (int32: at most 25 card ids): per card, colour, rank and hint (colours
-    then ranks)."""
+    """A game's constant tables: identity bit masks (int32, card ids < 25) per card, colour, rank and hint
+    (colours then ranks), and what decoding an observation needs."""
 
     card: torch.Tensor  # [T] int32: 1 << t
     color: torch.Tensor  # [C] int32
     rank: torch.Tensor  # [K] int32
     hint: torch.Tensor  # [C + K] int32
     full: int
+    instances: torch.Tensor  # [N, T] float: physical card (a bit of the discard thermometer) -> its card id
+    type_order: torch.Tensor  # [4] long: the last-action section's move-type bits -> move type
 
 
 @device_tables
@@ -97,8 +99,10 @@ def _masks(game: GameConfig, device: torch.device) -> _Masks:
     card = (torch.ones(t, dtype=torch.int32) << ids.int())
     color = torch.stack([card[ids // game.ranks == c].sum() for c in range(game.colors)]).int()
     rank = torch.stack([card[ids % game.ranks == r].sum() for r in range(game.ranks)]).int()
+    inst = tables(game, torch.device("cpu")).instance_card
     return _Masks(card.to(device), color.to(device), rank.to(device), torch.cat([color, rank]).to(device),
-                  (1 << t) - 1)
+                  (1 << t) - 1, (inst[:, None] == ids).float().to(device),
+                  torch.tensor(LAST_ACTION_TYPE_ORDER, device=device))
 
 
 def check_game(game: GameConfig) -> None:
@@ -182,7 +186,7 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
     hands = torch.cat([torch.full((n, 1, h), -1, dtype=torch.long, device=dev), others], 1)
     size = h - lay.view(x, "hands.missing").long()  # [R, P]
     fireworks = index(lay.view(x, "board.fireworks").reshape(n, c, k)) + 1
-    discarded = lay.view(x, "discards") @ _instances(game, dev)
+    discarded = lay.view(x, "discards") @ _masks(game, dev).instances
     played = tb.card_rank[None, :] < fireworks[:, tb.card_color]
     kind = index(lay.view(x, "last_action.type"))
     return _Obs(
@@ -194,7 +198,7 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
         hints=count(lay.view(x, "board.info")),
         lives=count(lay.view(x, "board.lives")),
         actor=index(lay.view(x, "last_action.actor")),
-        kind=torch.where(kind >= 0, _type_order(dev)[kind.clamp(min=0)], -1),
+        kind=torch.where(kind >= 0, _masks(game, dev).type_order[kind.clamp(min=0)], -1),
         target=index(lay.view(x, "last_action.target")),
         color=index(lay.view(x, "last_action.color")),
         rank=index(lay.view(x, "last_action.rank")),
@@ -202,21 +206,6 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
         slot=index(lay.view(x, "last_action.slot")),
         card=index(lay.view(x, "last_action.card")),
     )
-
-
-@device_tables
-def _instances_table(game: GameConfig, device: torch.device) -> torch.Tensor:
-    """[N, T] float: physical card (the discard thermometer's bits) -> its card id."""
-    inst = tables(game, device).instance_card
-    return (inst[:, None] == torch.arange(game.card_types, device=device)).float()
-
-
-def _instances(game: GameConfig, device: torch.device) -> torch.Tensor:
-    return _instances_table(game, device)
-
-
-def _type_order(device: torch.device) -> torch.Tensor:
-    return torch.tensor(LAST_ACTION_TYPE_ORDER, device=device)
 
 
 def _to_mask(game: GameConfig, x: torch.Tensor) -> torch.Tensor:
