@@ -155,16 +155,22 @@ class SmartBot(nn.Module):
         del publ  # the canonical observation holds everything SmartBot reads
         g = self.game
         ob = decode(g, priv)
-        possible = advance(g, state, ob)
+        bd = board(g, ob.fireworks, ob.seen)
+        possible = advance(g, state, ob, bd)
         # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
         n = priv.shape[0] // g.players
         moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
         rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
-        move = decide(g, possible.index_select(0, rows), _Obs(*(x.index_select(0, rows) for x in ob)))
+        move = decide(g, possible.index_select(0, rows), _rows_of(ob, rows), _rows_of(bd, rows))
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
         scores[:, g.num_moves] = 1.0
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, SmartBotState(possible, state.seat, ob.fireworks, ob.seen, ob.deck, ob.hints)
+
+
+def _rows_of(fields: NamedTuple, rows: torch.Tensor) -> NamedTuple:
+    """The same named tensors at `rows` (batch first)."""
+    return type(fields)(*(x.index_select(0, rows) for x in fields))
 
 
 # ---- reading observations -------------------------------------------------------------------------------
@@ -328,11 +334,11 @@ def no_warning_given(game: GameConfig, possible: torch.Tensor, present: torch.Te
 
 
 # ---- reading a move into the knowledge ------------------------------------------------------------------
-def advance(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
-    """The knowledge [R, P, H] at the start of this turn: the last move read in, then every unknown card
-    cleared of the identities all of whose copies are accounted for."""
+def advance(game: GameConfig, state: SmartBotState, ob: _Obs, bd: _Board) -> torch.Tensor:
+    """The knowledge [R, P, H] at the start of this turn (bd: the board now): the last move read in, then
+    every unknown card cleared of the identities all of whose copies are accounted for."""
     possible = observe(game, state, ob) & torch.where(ob.present, -1, 0).int()
-    return settle(game, possible, ob.present, board(game, ob.fireworks, ob.seen))
+    return settle(game, possible, ob.present, bd)
 
 
 def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
@@ -435,12 +441,11 @@ def _stop_at_fixed_point(device: torch.device) -> bool:
 
 
 # ---- choosing a move ------------------------------------------------------------------------------------
-def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs) -> torch.Tensor:
-    """SmartBot's move [R] for the observer (relative player 0) of each row: the first rule that applies,
-    in the reference's order."""
+def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board) -> torch.Tensor:
+    """SmartBot's move [R] for the observer (relative player 0) of each row (bd: the board now): the first
+    rule that applies, in the reference's order."""
     g, tb = game, tables(game, possible.device)
     p, h, k = g.players, g.hand_size, g.ranks
-    bd = board(g, ob.fireworks, ob.seen)
     mine, here = possible[:, 0], ob.present[:, 0]  # [R, H]
     # my cards as I see them: also ruling out the identities whose copies I see elsewhere
     known, card = known_card(mine)
