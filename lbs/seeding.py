@@ -37,6 +37,8 @@ class Stream(IntEnum):
     """engine.set_hand: reshuffling the undealt cards around a sampled hand"""
     SEARCH = 7
     """search: belief samples and rollout decks of one decision"""
+    DEMO = 8
+    """the demonstrator's games a blueprint run learns from (lbs.rl.demos)"""
 
 
 def pack(stream: Stream, seed: int, index: torch.Tensor | int) -> torch.Tensor:

@@ -55,6 +55,19 @@ class TrainConfig:
     """play the next rounds in a background thread (its own CUDA stream) while the learner updates; the
     learner still inserts each round and runs updates_per_round updates per round, but which weights a
     round is played with depends on timing, so runs are not bit-reproducible"""
+    demo_games: int = 0
+    """learning from demonstrations (DQfD / R2D3): SmartBot games recorded into a demonstration replay
+    beside the self-play replay (lbs.rl.demos; rebuilt the same on a resume). 0: plain R2D2"""
+    demo_ratio: float = 0.0
+    """fraction of each batch drawn from the demonstration replay (after any warm start); those sequences
+    get the large-margin loss beside the TD loss every sequence gets"""
+    warm_start_updates: int = 0
+    """supervised warm start: the first updates learn from demonstrations alone (large-margin + TD loss)
+    with no self-play; then self-play fills its replay and R2D2 goes on with demo_ratio"""
+    margin: float = 0.8
+    """DQfD's large margin: the demonstrator's move must beat every other legal move's Q by this much"""
+    margin_weight: float = 1.0
+    """weight of the large-margin loss beside the TD loss"""
     total_updates: int = 1_000_000
     """learner updates of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0
@@ -98,6 +111,15 @@ class TrainConfig:
         for name in ("beta", "eta"):
             check(self, name, 0 <= getattr(self, name) <= 1, "in [0, 1]")
         check(self, "max_minutes", self.max_minutes >= 0, ">= 0 (0: no limit)")
+        for name in ("demo_games", "warm_start_updates"):
+            check(self, name, is_int(getattr(self, name)) and getattr(self, name) >= 0, "an int >= 0")
+        check(self, "demo_ratio", 0 <= self.demo_ratio <= 1, "in [0, 1]")
+        check(self, "margin", self.margin >= 0, ">= 0")
+        check(self, "margin_weight", self.margin_weight >= 0, ">= 0")
+        uses_demos = self.demo_ratio > 0 or self.warm_start_updates > 0
+        check(self, "demo_games", self.demo_games > 0 or not uses_demos,
+              f"> 0 for demo_ratio={self.demo_ratio} / warm_start_updates={self.warm_start_updates} (no "
+              "demonstrations to learn from)")
         check(self, "seed", is_int(self.seed) and self.seed >= 0, "an int >= 0")
         check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
         check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
@@ -172,6 +194,28 @@ PRESETS: dict[str, TrainConfig] = {
         eval_every=250,
         eval_games=500,
         checkpoint_minutes=2.0,
+    ),
+    # The full 2-player game on a 2-core CPU, learning from SmartBot's games (DQfD-style: a demonstration
+    # replay of 4,096 SmartBot games, half of every batch, large-margin loss on them). The network and
+    # learner settings are those of the shipped CPU blueprint (checkpoints/blueprint_2p.md); the curves
+    # against plain R2D2 and a supervised warm start: experiments/results/demo_curves/.
+    "demo": TrainConfig(
+        net=NetConfig(hidden=128, lstm_layers=2, mlp_layers=2),
+        actor=ActorConfig(num_games=64, max_len=80),
+        lr=3e-4,
+        adam_eps=1e-8,
+        batch_size=32,
+        replay_capacity=6000,
+        min_replay=512,
+        target_sync=500,
+        actor_sync=1,
+        updates_per_round=8,
+        total_updates=100_000,
+        eval_every=250,
+        eval_games=300,
+        checkpoint_minutes=2.0,
+        demo_games=4096,
+        demo_ratio=0.5,
     ),
 }
 

@@ -15,6 +15,7 @@ from ..hanabi.encode import public_features
 from ..models.qnet import make_qnet
 from ..shards import process_rank
 from .config import TrainConfig
+from .demos import demo_count, mixed_sample, update_mixed_priorities
 from .r2d2 import r2d2_loss
 from .replay import PrioritizedReplay
 
@@ -52,11 +53,13 @@ class Learner:
         """The plain network (Fabric's wrapper removed): its weights are the ones saved and served."""
         return self.net.module if hasattr(self.net, "module") else self.net
 
-    def loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor):
-        """r2d2_loss of a batch with importance weights `w`: (loss, new priorities, stats)."""
+    def loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor, demo: torch.Tensor | None = None):
+        """r2d2_loss of a batch with importance weights `w` (and the large-margin loss on the sequences
+        `demo` [B] marks): (loss, new priorities, stats)."""
         cfg = self.cfg
         return r2d2_loss(
-            self.net, self.target, batch, w, cfg.gamma, cfg.n_step, eta=cfg.eta, public_fn=self.public
+            self.net, self.target, batch, w, cfg.gamma, cfg.n_step, eta=cfg.eta, public_fn=self.public,
+            demo=demo, margin=cfg.margin, margin_weight=cfg.margin_weight,
         )
 
     def public(self, priv: torch.Tensor) -> torch.Tensor:
@@ -69,17 +72,20 @@ class Learner:
             batch = dict(episodes, priv=episodes["priv"].float())
             return self.loss(batch, w)[1]
 
-    def update(self, replay: PrioritizedReplay) -> dict[str, torch.Tensor]:
-        """One update on a batch drawn from replay (its priorities refreshed); the target network is copied
-        every target_sync updates. Stats are 0-d tensors: read them only when logging (a host sync)."""
+    def update(self, replay: PrioritizedReplay, demos: PrioritizedReplay | None = None
+               ) -> dict[str, torch.Tensor]:
+        """One update on a batch drawn from replay, and from the demonstration replay `demos` when given
+        (lbs.rl.demos.demo_count says how many; their priorities refreshed in their own replay); the target
+        network is copied every target_sync updates. Stats are 0-d tensors: read them only when logging."""
         cfg = self.cfg
-        batch, idx, w = replay.sample(cfg.batch_size)
-        loss, prio, stats = self.loss(batch, w)
+        n_demo = demo_count(cfg, self.updates) if demos is not None else 0
+        batch, idx, w, is_demo = mixed_sample(replay, demos, cfg.batch_size, n_demo)
+        loss, prio, stats = self.loss(batch, w, is_demo if demos is not None else None)
         self.opt.zero_grad(set_to_none=True)
         self.fabric.backward(loss)
         self.fabric.clip_gradients(self.net, self.opt, max_norm=cfg.grad_clip)
         self.opt.step()
-        replay.update_priorities(idx, prio.detach())
+        update_mixed_priorities(replay, demos, idx, prio.detach(), n_demo)
         self.updates += 1
         if self.updates % cfg.target_sync == 0:
             self.target.load_state_dict(self.module.state_dict())

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 __all__ = [
     "QNet", "apex_epsilons", "double_q_bootstrap", "gather_actions", "has_aux_head", "huber",
-    "masked_huber_loss", "n_step_targets", "r2d2_loss", "sequence_priorities", "td_errors", "vdn_sum",
+    "large_margin_loss", "masked_huber_loss", "n_step_targets", "players_as_rows", "r2d2_loss",
+    "rows_as_players", "sequence_priorities", "td_errors", "vdn_sum",
 ]
 
 
@@ -102,6 +103,27 @@ def masked_huber_loss(td: torch.Tensor, mask: torch.Tensor, weights: torch.Tenso
     return (per_seq * weights.to(td.dtype)).mean()
 
 
+def large_margin_loss(q: torch.Tensor, action: torch.Tensor, legal: torch.Tensor, mask: torch.Tensor,
+                      demo: torch.Tensor, margin: float) -> torch.Tensor:
+    """DQfD's supervised loss on demonstration steps: max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), with
+    l(a_E, a) = margin for a != a_E and 0 for a = a_E, the max over legal actions. It is 0 exactly when the
+    demonstrator's move a_E beats every other legal move by at least `margin`, so it keeps that move best
+    while leaving the scale of Q to the TD loss.
+
+    q [B, T, P, A], action [B, T, P] (the demonstrator's, the no-op for seats not to move: their only legal
+    action, so their term is 0), legal [B, T, P, A] bool, mask [B, T] bool, demo [B] bool (which sequences
+    are demonstrations). Scalar: summed over seats and valid steps per sequence (as the TD loss is), mean
+    over the batch (self-play rows count as 0).
+    """
+    low = torch.finfo(q.dtype).min
+    a_e = action.long().unsqueeze(-1)  # [B, T, P, 1]
+    ell = torch.full_like(q, margin).scatter(-1, a_e, 0.0)  # [B, T, P, A]
+    best = (q + ell).masked_fill(~legal, low).amax(-1)  # [B, T, P]
+    per_step = (best - q.gather(-1, a_e).squeeze(-1)).sum(-1)  # [B, T]
+    keep = mask.bool() & demo.bool()[:, None]  # [B, T]
+    return torch.where(keep, per_step, torch.zeros_like(per_step)).sum(1).mean()
+
+
 def sequence_priorities(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) -> torch.Tensor:
     """R2D2 priority eta max|td| + (1 - eta) mean|td| over each sequence's valid steps: [B, T] -> [B]."""
     m = mask.to(td.dtype)
@@ -120,14 +142,14 @@ def apex_epsilons(n: int, base: float = 0.1, alpha: float = 7.0, device: torch.d
     return torch.pow(torch.tensor(base, dtype=torch.float64, device=device), expo).float()
 
 
-def _players_as_rows(x: torch.Tensor) -> torch.Tensor:
+def players_as_rows(x: torch.Tensor) -> torch.Tensor:
     """[B, T, P, ...] -> [B * P, T, ...]: each seat's sequence becomes one network row."""
     B, T, P = x.shape[:3]
     return x.transpose(1, 2).reshape(B * P, T, *x.shape[3:])
 
 
-def _rows_as_players(x: torch.Tensor, B: int) -> torch.Tensor:
-    """[B * P, T, ...] -> [B, T, P, ...] (inverse of _players_as_rows)."""
+def rows_as_players(x: torch.Tensor, B: int) -> torch.Tensor:
+    """[B * P, T, ...] -> [B, T, P, ...] (inverse of players_as_rows)."""
     P = x.shape[0] // B
     return x.reshape(B, P, *x.shape[1:]).transpose(1, 2)
 
@@ -149,6 +171,7 @@ def _run(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
 def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor], weights: torch.Tensor,
               gamma: float = 0.999, n: int = 3, eta: float = 0.9, huber_delta: float = 1.0,
               aux_weight: float = 0.25, public_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+              demo: torch.Tensor | None = None, margin: float = 0.8, margin_weight: float = 1.0,
               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """One R2D2 + VDN learner step's maths: (loss scalar, priorities [B], stats of 0-d tensors).
 
@@ -160,6 +183,8 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
     (cross-entropy over valid steps and real cards, classes as lbs.rl.actors.aux_targets, -1 = no card)
     is added with aux_weight; it then requires batch["aux_target"].
     Under DDP, register forward_aux with fabric.mark_forward_method so it goes through the wrapper.
+    demo [B] bool marks demonstration sequences (lbs.rl.demos): their steps add margin_weight times
+    large_margin_loss (margin `margin`) to the loss, beside the TD loss every sequence has.
     """
     priv, legal, action = batch["priv"], batch["legal"], batch["action"]
     reward, mask = batch["reward"], batch["mask"]
@@ -173,7 +198,7 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
     if action.shape != (B, T, P) or reward.shape != (B, T) or mask.shape != (B, T):
         raise ValueError(f"r2d2_loss: shapes legal {tuple(legal.shape)}, action {tuple(action.shape)}, "
                          f"reward {tuple(reward.shape)}, mask {tuple(mask.shape)} disagree on [B, T, P]")
-    rows = (_players_as_rows(priv), _players_as_rows(publ), _players_as_rows(legal))
+    rows = (players_as_rows(priv), players_as_rows(publ), players_as_rows(legal))
 
     want_aux = aux_weight > 0 and has_aux_head(online_net)
     if want_aux and "aux_target" not in batch:
@@ -181,9 +206,9 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
                        "(set aux_weight=0 to train without the auxiliary loss)")
     q_rows, aux_logits = _run(online_net, *rows, aux=want_aux)
     # targets and TD errors in float32 even under bf16/fp16 nets: n-step sums with gamma near 1 need it
-    online_q = _rows_as_players(q_rows, B).float()  # [B, T, P, A]
+    online_q = rows_as_players(q_rows, B).float()  # [B, T, P, A]
     with torch.no_grad():
-        target_q = _rows_as_players(_run(target_net, *rows)[0], B).float()  # [B, T, P, A]
+        target_q = rows_as_players(_run(target_net, *rows)[0], B).float()  # [B, T, P, A]
 
     q_taken = vdn_sum(gather_actions(online_q, action))  # [B, T]
     bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)  # [B, T]
@@ -202,12 +227,16 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
         "priority": priorities.mean(),
     }
     if aux_logits is not None:
-        tgt = _players_as_rows(batch["aux_target"]).long()  # [N, T, H]
-        step_ok = _players_as_rows(mask.bool().unsqueeze(-1).expand(B, T, P))[..., None]  # [N, T, 1]
+        tgt = players_as_rows(batch["aux_target"]).long()  # [N, T, H]
+        step_ok = players_as_rows(mask.bool().unsqueeze(-1).expand(B, T, P))[..., None]  # [N, T, 1]
         tgt = torch.where(step_ok & (tgt >= 0), tgt, torch.full_like(tgt, -1))
         ce = F.cross_entropy(aux_logits.flatten(0, -2), tgt.flatten(), ignore_index=-1, reduction="sum")
         aux_loss = ce / (tgt >= 0).sum().clamp_min(1)
         loss = loss + aux_weight * aux_loss
         stats["aux_loss"] = aux_loss.detach()
+    if demo is not None and margin_weight > 0:
+        margin_loss = large_margin_loss(online_q, action, legal, mask, demo, margin)
+        loss = loss + margin_weight * margin_loss
+        stats["margin_loss"] = margin_loss.detach()
     stats["loss"] = loss.detach()
     return loss, priorities, stats

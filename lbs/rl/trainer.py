@@ -30,11 +30,15 @@ from ..scoring import EvalResult, evaluate
 from ..seeding import Stream, rank_seed
 from .checkpoints import RunIO, RunRecord, read_resume
 from .config import PRESETS, TrainConfig, apply_preset, replay_spec
+from .demos import demo_replay, demo_sequences
 from .learner import Learner
 from .replay import PrioritizedReplay
 from .selfplay import SelfPlay
 
 __all__ = ["PRESETS", "TrainConfig", "Trainer", "apply_preset"]
+
+DEMO_SAMPLING = 1 << 40
+"""Added to the replay seed for the demonstration replay's draws (disjoint from the self-play replay's)."""
 
 
 class Trainer:
@@ -43,6 +47,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, resume: str | Path | None = None, progress: bool = True,
                  overwrite: bool = False):
         self.cfg, self.progress = cfg, progress
+        self.cpu_start = time.process_time()  # a run's CPU seconds count from here (demo recording included)
         self.out = Path(cfg.out_dir)
         self.life = Lifecycle(BLUEPRINT_KIND, self.out, "update")
         self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
@@ -63,6 +68,12 @@ class Trainer:
         self.io = RunIO(self.life, cfg, self.learner, self.selfplay, self.replay, self.record)
         if blob is not None:
             self.io.restore(blob)
+        self.demos = None  # the demonstration replay (learning from demonstrations), rebuilt on a resume
+        if cfg.demo_games:
+            self.demos = demo_replay(cfg, self.device, rank_seed(cfg.seed, self.rank) + DEMO_SAMPLING,
+                                     self.learner.priorities)
+            self.demos.num_sampled = demo_sequences(cfg, self.learner.updates)  # a resume draws on
+        self.cpu_base = self.record.history[-1].get("cpu_seconds", 0.0) if self.record.history else 0.0
         self.selfplay.sync(self.learner.module.state_dict())
         self.eval_graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # the learner's net
 
@@ -85,7 +96,7 @@ class Trainer:
 
     def update(self) -> dict[str, torch.Tensor]:
         """One learner update; every actor_sync updates the actors get its weights."""
-        info = self.learner.update(self.replay)
+        info = self.learner.update(self.replay, self.demos)
         if self.learner.updates % self.cfg.actor_sync == 0:
             self.selfplay.sync(self.learner.module.state_dict())
         return info
@@ -136,7 +147,8 @@ class Trainer:
         result = self.evaluate()
         rec = self.record
         wall = time.time() - start
-        rec.history.append({"updates": u, "wall_seconds": wall, **result.to_dict()})
+        cpu = self.cpu_base + time.process_time() - self.cpu_start
+        rec.history.append({"updates": u, "wall_seconds": wall, "cpu_seconds": cpu, **result.to_dict()})
         bar.write(f"[{u} updates] {result}")
         if result.mean > rec.best:
             rec.best = result.mean
@@ -187,13 +199,18 @@ class Trainer:
                 if timed_out:
                     reason = f"time limit (max_minutes={cfg.max_minutes:g}) reached"
                     break
-                stats = selfplay.next_round()
-                if len(self.replay) < cfg.min_replay:
-                    bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
-                    continue
-                bar.set_description("updates")
+                warm = learner.updates < cfg.warm_start_updates  # demonstrations alone: no self-play
+                if not warm:
+                    stats = selfplay.next_round()
+                    if len(self.replay) < cfg.min_replay:
+                        bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
+                        continue
+                bar.set_description("warm start" if warm else "updates")
+                rounds = cfg.updates_per_round
+                if warm:  # the warm start ends on its own update count, whatever updates_per_round is
+                    rounds = min(rounds, cfg.warm_start_updates - learner.updates)
                 t0 = time.time()
-                for _ in range(cfg.updates_per_round):
+                for _ in range(rounds):
                     info = self.update()
                     seqs += cfg.batch_size
                     bar.update(1)
@@ -201,18 +218,17 @@ class Trainer:
                 u = learner.updates
                 log = {"train/" + k: float(v) for k, v in info.items()} | {
                     "updates": u,
-                    "act/score": float(stats["score"].float().mean()),
                     "act/actor_steps_per_s": (selfplay.actor_steps - steps_at) / max(selfplay.seconds, 1e-9),
                     "learn/seqs_per_s": seqs / max(t_learn, 1e-9),
                     "replay/size": len(self.replay),
                     "counters/episodes": selfplay.episodes,
-                }
+                } | ({"act/score": float(stats["score"].float().mean())} if stats is not None else {})
                 if u // cfg.eval_every > last_eval and self.is_main:
                     last_eval = u // cfg.eval_every
                     result = self._evaluate_and_keep_best(u, start, bar, run)
                     log |= {f"eval/{k}": v for k, v in result.to_dict().items()}
                 run.log(log, step=u)
-                bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log['act/score']:.2f}")
+                bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log.get('act/score', 0.0):.2f}")
                 if time.time() - last_ckpt > 60 * cfg.checkpoint_minutes:
                     self.record.wall_seconds = time.time() - start
                     self.save("latest.pt")
