@@ -1,0 +1,130 @@
+"""Learning from demonstrations: the large-margin loss, the demo / self-play batch mix, and a short run that
+moves the policy towards SmartBot's moves."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from lbs.hanabi import GameConfig
+from lbs.models import NetConfig
+from lbs.rl.actors import ActorConfig
+from lbs.rl.config import TrainConfig
+from lbs.rl.demos import (
+    agreement,
+    demo_count,
+    demo_sequences,
+    mixed_sample,
+    record_demos,
+    update_mixed_priorities,
+)
+from lbs.rl.r2d2 import large_margin_loss
+from lbs.rl.replay import PrioritizedReplay
+from lbs.rl.trainer import PRESETS, Trainer
+
+GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
+
+
+def one_step(q, action, legal=None):
+    """A [1, 1, 1, A] batch of one seat at one valid step of a demonstration."""
+    q = torch.tensor(q, dtype=torch.float32).view(1, 1, 1, -1)
+    legal = torch.ones_like(q, dtype=torch.bool) if legal is None else torch.tensor(legal).view(1, 1, 1, -1)
+    valid, demo = torch.ones(1, 1, dtype=torch.bool), torch.ones(1, dtype=torch.bool)
+    return q, torch.tensor([[[action]]]), legal, valid, demo
+
+
+def test_margin_loss_is_zero_only_when_the_demonstrators_move_leads_by_the_margin():
+    assert large_margin_loss(*one_step([3.0, 1.0, 2.0], 0), margin=0.8) == pytest.approx(0.0)
+    # the best other move (2.5) + margin 0.8 beats Q(a_E) = 3 by 0.3
+    assert large_margin_loss(*one_step([3.0, 1.0, 2.5], 0), margin=0.8) == pytest.approx(0.3)
+    # a demonstrator's move that is not best: the gap plus the margin
+    assert large_margin_loss(*one_step([1.0, 4.0, 2.0], 0), margin=0.8) == pytest.approx(3.8)
+    # illegal moves never count, however large their Q
+    masked = one_step([1.0, 9.0, 0.0], 0, [True, False, True])
+    assert large_margin_loss(*masked, margin=0.8) == pytest.approx(0.0)
+
+
+def test_margin_loss_counts_demonstration_rows_and_valid_steps_only():
+    q = torch.tensor([1.0, 4.0]).expand(2, 3, 1, 2).clone()  # every step: a_E = 0 loses by 3 + margin 1
+    action = torch.zeros(2, 3, 1, dtype=torch.long)
+    legal = torch.ones(2, 3, 1, 2, dtype=torch.bool)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    demo = torch.tensor([True, False])
+    # row 0: 2 valid steps x 4; row 1 is self-play; mean over the batch of 2
+    assert large_margin_loss(q, action, legal, mask, demo, margin=1.0) == pytest.approx(4.0)
+    # the gradient raises Q(a_E) and lowers the offending move
+    q.requires_grad_(True)
+    large_margin_loss(q, action, legal, mask, demo, margin=1.0).backward()
+    assert (q.grad[0, :2, 0, 0] < 0).all() and (q.grad[0, :2, 0, 1] > 0).all() and (q.grad[1] == 0).all()
+
+
+def sentinel_replay(capacity: int, marker: float, seed: int) -> PrioritizedReplay:
+    """A replay whose episode i holds marker + i in its one field."""
+    r = PrioritizedReplay(capacity, {"x": ((2,), torch.float32)}, seed=seed)
+    r.add({"x": (marker + torch.arange(capacity, dtype=torch.float32))[:, None].expand(-1, 2).contiguous()},
+          torch.ones(capacity))
+    return r
+
+
+def test_mixed_batch_takes_the_ratio_from_each_replay_and_updates_each_ones_priorities():
+    play, demos = sentinel_replay(8, 0.0, seed=1), sentinel_replay(4, 100.0, seed=2)
+    batch, idx, w, is_demo = mixed_sample(play, demos, 10, 3)
+    assert batch["x"].shape == (10, 2) and w.shape == idx.shape == is_demo.shape == (10,)
+    assert is_demo.tolist() == [False] * 7 + [True] * 3  # demonstrations last
+    assert (batch["x"][:7, 0] < 100).all() and (batch["x"][7:, 0] >= 100).all()
+    assert torch.equal(batch["x"][:, 0] % 100, idx.float())  # each row is its replay's slot idx
+    update_mixed_priorities(play, demos, idx, torch.full((10,), 7.0), 3)
+    touched_play = play.sampler.tree.get(idx[:7])
+    touched_demo = demos.sampler.tree.get(idx[7:])
+    assert torch.allclose(touched_play, torch.tensor(7.0, dtype=torch.float64) ** play.sampler.alpha)
+    assert torch.allclose(touched_demo, torch.tensor(7.0, dtype=torch.float64) ** demos.sampler.alpha)
+    untouched = torch.tensor(sorted(set(range(4)) - set(idx[7:].tolist())), dtype=torch.long)
+    assert (demos.sampler.tree.get(untouched) == 1.0).all()
+    # no demonstrations asked for: the self-play replay's own draw, unchanged
+    plain = sentinel_replay(8, 0.0, seed=1)
+    b2, i2, w2, d2 = mixed_sample(plain, None, 10, 0)
+    b3, i3, w3 = sentinel_replay(8, 0.0, seed=1).sample(10)
+    assert torch.equal(i2, i3) and torch.equal(b2["x"], b3["x"]) and torch.equal(w2, w3) and not d2.any()
+
+
+def test_demo_schedule_warm_start_then_ratio():
+    cfg = TrainConfig(batch_size=32, demo_games=16, demo_ratio=0.25, warm_start_updates=3)
+    assert [demo_count(cfg, u) for u in range(5)] == [32, 32, 32, 8, 8]
+    assert demo_sequences(cfg, 5) == sum(demo_count(cfg, u) for u in range(5))
+    assert demo_count(TrainConfig(), 0) == 0
+    with pytest.raises(ValueError, match="demo_games"):
+        TrainConfig(demo_ratio=0.5)
+    with pytest.raises(ValueError, match="demo_ratio"):
+        TrainConfig(demo_games=4, demo_ratio=1.5)
+
+
+def test_demonstrations_are_smartbots_games_in_the_replay_format():
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=8, max_len=0))
+    eps = record_demos(cfg, 8, torch.device("cpu"))
+    again = record_demos(cfg, 8, torch.device("cpu"))
+    assert all(torch.equal(eps[k], again[k]) for k in eps)  # fixed deals, greedy bot: rebuilt the same
+    legal, action, mask = eps["legal"], eps["action"], eps["mask"]
+    taken = legal.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+    assert taken[mask].all()  # every recorded move was legal
+    assert eps["reward"].sum(1).mean() > 0.5 * GAME.max_score  # SmartBot's games, not random ones
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_short_demonstration_run_moves_the_policy_towards_smartbot(tmp_path):
+    """Same updates, same seed: greedy agreement with SmartBot's moves on held-out SmartBot games ends
+    higher with the demonstration replay than without it."""
+    base = replace(
+        PRESETS["tiny"], game=GAME, net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
+        actor=ActorConfig(num_games=16, max_len=0), batch_size=16, replay_capacity=256, min_replay=32,
+        total_updates=60, eval_every=10**6, eval_games=16, wandb_mode="disabled",
+    )
+    held = record_demos(base, 256, torch.device("cpu"), start=1 << 20)  # deals no demonstration uses
+    scores = {}
+    for name, kw in [("plain", {}), ("demo", {"demo_games": 128, "demo_ratio": 0.5})]:
+        trainer = Trainer(replace(base, out_dir=str(tmp_path / name), **kw), progress=False)
+        before = agreement(trainer.learner.module, held, trainer.learner.public)
+        trainer.run()
+        scores[name] = (before, agreement(trainer.learner.module, held, trainer.learner.public))
+    assert scores["demo"][0] == scores["plain"][0]  # the same initial network
+    assert scores["demo"][1] > scores["plain"][1] + 0.05, scores
+    assert scores["demo"][1] > scores["demo"][0] + 0.1, scores
