@@ -1,0 +1,103 @@
+"""Learning curves of several blueprint runs side by side: greedy score against the runs' CPU minutes, with
+SmartBot's score as the line to reach, as PNG + markdown.
+
+    python experiments/compare_curves.py dqfd=runs/demo_cmp/dqfd plain=runs/demo_cmp/plain \
+        warm=runs/demo_cmp/warm --name demo_2p --notes "commands ..."
+
+Each run is NAME=FOLDER (its latest.pt) or NAME=CHECKPOINT. The x axis is the training process's CPU time
+(`cpu_seconds` of each evaluation: every thread of the process, demonstration recording included), the
+fair clock on a shared machine; the table also gives wall minutes. Writes
+experiments/results/compare_curves/compare_curves_<date>_<name>.{md,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lbs import ckpt  # noqa: E402
+
+if __package__:
+    from .common import RESULTS, machine
+else:
+    from common import RESULTS, machine
+
+SMARTBOT_2P = 22.981
+"""SmartBot's 2-player score over 100,000 games
+(results/bench_smartbot/bench_smartbot_2026-11-23_scores_cpu_2p.md)."""
+CONFIG_KEYS = ("demo_games", "demo_ratio", "warm_start_updates", "margin", "lr", "batch_size", "eval_games")
+
+
+def load_run(spec: str) -> tuple[str, Path, dict]:
+    """NAME=PATH -> (name, checkpoint path, blob); a bad spec or file exits with one line."""
+    name, sep, where = spec.partition("=")
+    if not sep or not name or not where:
+        sys.exit(f"compare_curves: {spec!r}: give runs as NAME=FOLDER or NAME=CHECKPOINT")
+    path = Path(where)
+    path = path / "latest.pt" if path.is_dir() else path
+    try:
+        blob = ckpt.load(path, "blueprint", map_location="cpu")
+    except ckpt.CheckpointError as e:
+        sys.exit(f"compare_curves: {e}")
+    if not blob["history"]:
+        sys.exit(f"compare_curves: {path} has no evaluation yet")
+    return name, path, blob
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="NAME=FOLDER or NAME=CHECKPOINT")
+    ap.add_argument("--name", default="runs", help="file name part of the outputs")
+    ap.add_argument("--notes", default="", help="free text for the markdown (how the runs were started)")
+    args = ap.parse_args()
+    runs = [load_run(s) for s in args.runs]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    sections = []
+    for name, path, blob in runs:
+        hist = blob["history"]
+        cpu = [h.get("cpu_seconds", h["wall_seconds"]) / 60 for h in hist]
+        means, sems = [h["mean"] for h in hist], [h["sem"] for h in hist]
+        ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
+        cfg = blob["config"]
+        fields = ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS if k in cfg)
+        rows = "\n".join(
+            f"| {h['updates']} | {h.get('cpu_seconds', float('nan')) / 60:.1f} | "
+            f"{h['wall_seconds'] / 60:.1f} | {h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} |"
+            for h in hist
+        )
+        c = blob["counters"]
+        sections.append(
+            f"### {name}\n\n`{path}`: {fields}; {c['updates']} updates, {c['episodes']} self-play episodes, "
+            f"{c['wall_seconds'] / 60:.1f} wall minutes in all.\n\n"
+            "| updates | CPU minutes | wall minutes | score ± s.e.m. | bomb-out % |\n"
+            f"|---|---|---|---|---|\n{rows}\n"
+        )
+    ax.axhline(SMARTBOT_2P, ls="--", color="gray", label=f"SmartBot {SMARTBOT_2P:.2f}")
+    ax.set_xlabel("CPU minutes of the training process")
+    ax.set_ylabel("greedy score")
+    ax.set_title(f"blueprint learning curves: {args.name}")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    stamp = datetime.date.today()
+    out = RESULTS / "compare_curves"
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / f"compare_curves_{stamp}_{args.name}.png"
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    text = (f"# Learning curves: {args.name} ({stamp})\n\n- machine: {machine()}\n"
+            f"- command: `python {' '.join(sys.argv)}`\n- figure: {png.name}\n"
+            f"- line to reach: SmartBot {SMARTBOT_2P} (2 players, 100,000 games)\n\n{args.notes}\n\n"
+            + "\n".join(sections))
+    (out / f"compare_curves_{stamp}_{args.name}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
