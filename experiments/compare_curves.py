@@ -4,9 +4,10 @@ SmartBot's score as the line to reach, as PNG + markdown.
     python experiments/compare_curves.py dqfd=runs/demo_cmp/dqfd plain=runs/demo_cmp/plain \
         warm=runs/demo_cmp/warm --name demo_2p --notes "commands ..."
 
-Each run is NAME=FOLDER (its latest.pt) or NAME=CHECKPOINT. The x axis is the training process's CPU time
-(`cpu_seconds` of each evaluation: every thread of the process, demonstration recording included), the
-fair clock on a shared machine; the table also gives wall minutes. Writes
+Each run is NAME=FOLDER (its latest.pt) or NAME=CHECKPOINT. The left panel's x axis is the training process's
+CPU time (`cpu_seconds` of each evaluation: every thread of the process, demonstration recording included,
+counted on from the last evaluation of a resumed run), the fair clock on a shared machine; the right
+panel's is the run's wall time (resumed parts included, start-up not). Writes
 experiments/results/compare_curves/compare_curves_<date>_<name>.{md,png}.
 """
 
@@ -58,13 +59,15 @@ def main() -> None:
     ap.add_argument("--notes", default="", help="free text for the markdown (how the runs were started)")
     args = ap.parse_args()
     runs = [load_run(s) for s in args.runs]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, (ax, ax_wall) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     sections = []
     for name, path, blob in runs:
         hist = blob["history"]
         cpu = [h.get("cpu_seconds", h["wall_seconds"]) / 60 for h in hist]
         means, sems = [h["mean"] for h in hist], [h["sem"] for h in hist]
         ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
+        wall = [h["wall_seconds"] / 60 for h in hist]
+        ax_wall.errorbar(wall, means, yerr=sems, marker="o", ms=3, label=name)
         cfg = blob["config"]
         fields = ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS if k in cfg)
         rows = "\n".join(
@@ -79,12 +82,13 @@ def main() -> None:
             "| updates | CPU minutes | wall minutes | score ± s.e.m. | bomb-out % |\n"
             f"|---|---|---|---|---|\n{rows}\n"
         )
-    ax.axhline(SMARTBOT_2P, ls="--", color="gray", label=f"SmartBot {SMARTBOT_2P:.2f}")
-    ax.set_xlabel("CPU minutes of the training process")
+    for a, clock in ((ax, "CPU minutes of the training process"), (ax_wall, "wall minutes of training")):
+        a.axhline(SMARTBOT_2P, ls="--", color="gray", label=f"SmartBot {SMARTBOT_2P:.2f}")
+        a.set_xlabel(clock)
+        a.grid(alpha=0.3)
     ax.set_ylabel("greedy score")
-    ax.set_title(f"blueprint learning curves: {args.name}")
     ax.legend()
-    ax.grid(alpha=0.3)
+    fig.suptitle(f"blueprint learning curves: {args.name}")
     stamp = datetime.date.today()
     out = RESULTS / "compare_curves"
     out.mkdir(parents=True, exist_ok=True)
