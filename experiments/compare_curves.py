@@ -47,8 +47,6 @@ def load_run(spec: str) -> tuple[str, Path, dict]:
         blob = ckpt.load(path, "blueprint", map_location="cpu")
     except ckpt.CheckpointError as e:
         sys.exit(f"compare_curves: {e}")
-    if not blob["history"]:
-        sys.exit(f"compare_curves: {path} has no evaluation yet")
     return name, path, blob
 
 
@@ -63,18 +61,19 @@ def main() -> None:
     sections = []
     for name, path, blob in runs:
         hist = blob["history"]
-        cpu = [h.get("cpu_seconds", h["wall_seconds"]) / 60 for h in hist]
-        means, sems = [h["mean"] for h in hist], [h["sem"] for h in hist]
-        ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
-        wall = [h["wall_seconds"] / 60 for h in hist]
-        ax_wall.errorbar(wall, means, yerr=sems, marker="o", ms=3, label=name)
+        if hist:
+            cpu = [h.get("cpu_seconds", h["wall_seconds"]) / 60 for h in hist]
+            means, sems = [h["mean"] for h in hist], [h["sem"] for h in hist]
+            ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
+            wall = [h["wall_seconds"] / 60 for h in hist]
+            ax_wall.errorbar(wall, means, yerr=sems, marker="o", ms=3, label=name)
         cfg = blob["config"]
         fields = ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS if k in cfg)
         rows = "\n".join(
             f"| {h['updates']} | {h.get('cpu_seconds', float('nan')) / 60:.1f} | "
             f"{h['wall_seconds'] / 60:.1f} | {h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} |"
             for h in hist
-        )
+        ) or "| - | - | - | no evaluation yet | - |"  # a run stopped before its first: listed, not drawn
         c = blob["counters"]
         sections.append(
             f"### {name}\n\n`{path}`: {fields}; {c['updates']} updates, {c['episodes']} self-play episodes, "
