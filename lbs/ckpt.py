@@ -44,36 +44,56 @@ def _umask() -> int:
 
 
 def _remove_stale_temps(path: Path) -> None:
-    """Temp files of a writer that was killed mid-write (the rename never happened)."""
+    """Temp files of a writer that was killed mid-write (the rename never happened); safe because one
+    process at a time owns a run folder (lbs.runs locks it)."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         tmp.unlink(missing_ok=True)
 
 
-def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
-    """Atomically write {kind, format, **payload} with its sha256 to path (temp file + fsync + rename).
-    The file gets the usual permissions (0666 minus the umask), not the temp file's 0600."""
+class SaveError(CheckpointError):
+    """A file could not be written (disk full, no permission): the previous file at that path is intact."""
+
+
+def write_atomic(path: str | Path, *parts: bytes) -> Path:
+    """Write `parts` to path atomically (temp file in the same folder + fsync + rename): a reader sees the
+    old file or the new one, never a torn one. A failure (ENOSPC, EACCES, ...) removes the temp file and
+    raises SaveError in one line saying the previous file is intact. The file gets the usual permissions
+    (0666 minus the umask), not the temp file's 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        kept = f"the previous {path.name} is intact" if path.exists() else "nothing was written"
+        raise SaveError(f"could not write {path}: {e.strerror or e}; {kept}") from None
+    except BaseException:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
+    """Atomically write {kind, format, **payload} with its sha256 to path (write_atomic)."""
+    path = Path(path)
     buf = io.BytesIO()
     torch.save({"kind": kind, "format": FORMAT_VERSION, **payload}, buf)
     body = buf.getvalue()
     header = {"kind": kind, "format": FORMAT_VERSION, "sha256": hashlib.sha256(body).hexdigest(),
               "bytes": len(body)}
-    _remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + json.dumps(header).encode() + b"\n")
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    if path.parent.is_dir():
+        _remove_stale_temps(path)
+    return write_atomic(path, MAGIC + json.dumps(header).encode() + b"\n", body)
 
 
 def read_header(path: str | Path) -> dict | None:

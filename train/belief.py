@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"belief: {e}")
     try:
         result = trainer.run(tags=[f"preset:{args.preset}"] if not args.resume else [])
+    except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
+        sys.exit(f"belief: {e}")
     except Stopped as e:
         sys.exit(128 + e.signum)
     if result is not None:

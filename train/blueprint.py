@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"blueprint: {e}")
     try:
         result = trainer.run(tags=[f"preset:{args.preset}"] if not resume else [])
+    except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
+        sys.exit(f"blueprint: {e}")
     except Stopped as e:  # the other ranks exit 0: Lightning's launcher ends the run when one exits non-zero
         sys.exit(128 + e.signum if trainer.is_main else 0)
     if result is not None:
