@@ -23,6 +23,7 @@ import signal
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -104,6 +105,8 @@ def main() -> None:
         run(args, state)
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        if state.bar is not None:
+            state.bar.close()
         print(f"table1: stopped by {signal_name(signum)}: {state}", file=sys.stderr)
         sys.exit(128 + signum)
 
@@ -118,6 +121,8 @@ class Kept:
     journal: Journal | None = None
     """the mode in play's finished games"""
     games: int = 0
+    bar: Any = None
+    """the progress bar, closed before the line"""
 
     def __str__(self) -> str:
         parts = []
@@ -178,7 +183,7 @@ def run(args, state: Kept) -> None:
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     rows: list[Row] = []
     searched = [m for m in args.modes if runs[m].mode.searches]
-    bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
+    bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
                 "belief": file_hash(args.belief) if Path(args.belief).is_file() else args.belief}
 
