@@ -40,6 +40,9 @@ def writable_file(path: str | Path, flag: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{flag} {path}: is a folder, not a file")
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise ValueError(f"{flag} {path}: {folder} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)

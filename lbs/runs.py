@@ -29,6 +29,8 @@ from .shards import process_rank
 
 RUN_FILES = ("latest.pt", "best.pt")
 WANDB_MODES = ("offline", "online", "disabled")
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "64-true")
+"""Lightning precisions a trainer's learner takes."""
 T = TypeVar("T")
 
 
@@ -55,15 +57,16 @@ def default_out_dir(kind: str, preset: str) -> str:
     stamp = Path("runs") / kind / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     if process_rank() != 0:
         return str(stamp)
-    stamp.parent.mkdir(parents=True, exist_ok=True)
     out, i = stamp, 1
     while True:
         try:
-            out.mkdir()
+            out.mkdir(parents=True)
             return str(out)
         except FileExistsError:
             i += 1
             out = stamp.with_name(f"{stamp.name}-{i}")
+        except OSError as e:
+            raise RunDirError(f"cannot make the run folder {out}: {e.strerror or e}") from None
 
 
 _HELD: dict[str, int] = {}
