@@ -123,7 +123,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),
             (["--combine", str(not_table)], "is not a table1 result"),
             ([*PAIR, "--record", "../../x"], "--record '../../x'"),
-            ([*PAIR, "--out", "/etc/hostname"], "cannot be written"),
+            ([*PAIR, "--out", "/etc/hostname"], "/etc/hostname is a file, not a folder"),
         ],
         "experiments/bench_search.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
