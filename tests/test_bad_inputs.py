@@ -64,7 +64,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
         "train/blueprint.py": [
             ([*run, "--device", "gpu9"], "device='gpu9'"),
             ([*run, "--device", "mps"], "device='mps'"),
-            ([*run, "--lr", "inf"], "lr=inf"),
+            ([*run, "--lr", "inf"], "lr=inf: must be > 0 and finite"),
             ([*run, "--lr", "nan"], "lr=nan"),
             ([*run, "--alpha", "inf"], "alpha=inf"),
             ([*run, "--seed", "-1"], "seed=-1"),
@@ -81,7 +81,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*run, "--blueprint", str(BP), "--precision", "fp8"], "precision='fp8'"),
             ([*run, "--blueprint", str(BP), "--max_minutes", "nan"], "max_minutes=nan"),
             ([*run, "--blueprint", str(BP), "--eval_seed", "-1"], "eval_seed=-1"),
-            ([*run, "--blueprint", str(BP), "--lr", "inf"], "lr=inf"),
+            ([*run, "--blueprint", str(BP), "--lr", "inf"], "lr=inf: must be a finite number"),
             ([*run, "--blueprint", str(BP), "--threads", "-1"], "--threads -1"),
             ([*run], "--blueprint is required"),
             ([*run, "--blueprint", str(nan_bp)], "non-finite weights"),

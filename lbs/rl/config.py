@@ -93,12 +93,12 @@ class TrainConfig:
         check(self, "min_replay", self.min_replay <= self.replay_capacity,
               f"<= replay_capacity={self.replay_capacity} (learning would never start)")
         for name in ("lr", "adam_eps", "grad_clip", "checkpoint_minutes"):
-            check(self, name, 0 < getattr(self, name) < math.inf, "finite and > 0")
+            check(self, name, 0 < getattr(self, name) < math.inf, "> 0 and finite")
         check(self, "gamma", 0 < self.gamma <= 1, "in (0, 1]")
-        check(self, "alpha", 0 <= self.alpha < math.inf, "finite and >= 0")
+        check(self, "alpha", 0 <= self.alpha < math.inf, ">= 0 and finite")
         for name in ("beta", "eta"):
             check(self, name, 0 <= getattr(self, name) <= 1, "in [0, 1]")
-        check(self, "max_minutes", 0 <= self.max_minutes < math.inf, "finite and >= 0 (0: no limit)")
+        check(self, "max_minutes", 0 <= self.max_minutes < math.inf, ">= 0 and finite (0: no limit)")
         check(self, "seed", is_int(self.seed) and 0 <= self.seed <= MAX_SEED, f"an int in 0..{MAX_SEED}")
         check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
         check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
