@@ -228,7 +228,8 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
                                          progress=bar, groups=args.groups, shard=shard)
         except SaveError as e:
             sys.exit(f"search: {e}")
-        bar.close()
+        finally:  # before a stop's line
+            bar.close()
         baseline = None
         if mode.searches and not args.no_blueprint_baseline:
             baseline = play_games(setup.blueprint_only(), args.games, args.seed, args.batch_games,
