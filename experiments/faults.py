@@ -142,17 +142,19 @@ def signals(tmp: Path) -> Tally:
 def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
     """kill -9 a search run at random moments and rerun the same command until it finishes; its games
     must be those of an uninterrupted run."""
-    t = Tally("kill -9, search/run.py (rerun after each)", unit="finished games")
+    t = Tally("kill -9, search/run.py (rerun after each)", unit="s of play (the game in play)")
     games = 6
     res = tmp / "search_kill" / "r.json"
     for _ in range(n):
         proc = start([*SEARCH, "--games", str(games), "--out", str(res)], tmp)
         time.sleep(rng.uniform(2.0, 12.0))
         proc.send_signal(signal.SIGKILL)
+        killed = time.time()
         proc.communicate()
         t.injected += 1
         for j in res.parent.glob(".*.journal"):  # read back, as a rerun does (a torn last line is dropped)
             t.files += 1
+            t.lost.append(killed - j.stat().st_mtime)
             lines = j.read_bytes().split(b"\n")
             try:
                 [json.loads(x) for x in lines[:-1]]
@@ -168,7 +170,6 @@ def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
         [g["record"] for g in json.loads(ref.read_text())["games"]]
     t.wrong += r.returncode != 0 or not same
     t.files += 2
-    t.lost.append(0.0)  # every finished game was kept: a game in play when killed is replayed, not lost
     t.notes.append(f"the rerun's {games} games {'equal' if same else 'DIFFER from'} an uninterrupted run's")
     return t
 
@@ -206,12 +207,12 @@ FULL_DISK = """
 import errno, os, sys
 from lbs import ckpt
 real = os.fdopen
-count = [0]
+count, room = [0], int(sys.argv[1])
 def fdopen(fd, mode="r", *a, **k):
     f = real(fd, mode, *a, **k)
     if "w" in mode:
         count[0] += 1
-        if count[0] > int(sys.argv[1]):  # the disk fills after N files were written
+        if count[0] > room:  # the disk fills after N files were written
             def write(data):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             f.write = write
@@ -266,7 +267,9 @@ def main() -> None:
         "signal and one stop line; a second holder refused in one line; same-second runs in two folders; a "
         "full disk in one line, never \"saved\"; a rerun's games equal to an uninterrupted run's).",
         "- Work lost, blueprint: seconds between the last latest.pt written and the kill (latest.pt every "
-        "round here; a real run's loss is at most checkpoint_minutes). Search: finished games not kept.",
+        "round here; a real run's loss is at most checkpoint_minutes). Search: seconds between the last game "
+        "kept in the journal and the kill (the game in play, replayed by the rerun; kills before any kept "
+        "game are not timed).",
         "",
         "| fault | injected | files checked | corrupt | wrong | work lost | notes |",
         "|---|---|---|---|---|---|---|",
