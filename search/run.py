@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def stop_line(how: str, args: argparse.Namespace, journal: Journal | None) -> str:
     """What a stop kept, in one line."""
-    kept = len(journal.games) if journal is not None else 0
+    kept = sum(n < args.games for n in journal.games) if journal is not None else 0
     if not kept:
         return f"stopped by {how} before any game finished: nothing kept"
     return (f"stopped by {how}: {kept} of {args.games} games finished and kept in {journal.path}; run the "

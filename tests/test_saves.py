@@ -18,14 +18,12 @@ from lbs import ckpt
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _enospc_fdopen():
-    """os.fdopen whose files, opened to write, take half of a write and then raise ENOSPC (a full disk
-    tearing the temp file)."""
-    real = os.fdopen
-
-    def fdopen(fd, mode="r", *a, **k):
-        f = real(fd, mode, *a, **k)
-        if "w" in mode:
+def _tearing(real, writes=lambda mode: "w" in mode):
+    """`real` (os.fdopen or open) whose files opened to write take half of a write and then raise ENOSPC:
+    a full disk tearing the file."""
+    def opener(target, mode="r", *a, **k):
+        f = real(target, mode, *a, **k)
+        if writes(mode):
             inner = f.write
 
             def write(data):
@@ -33,7 +31,11 @@ def _enospc_fdopen():
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             f.write = write
         return f
-    return fdopen
+    return opener
+
+
+def _enospc_fdopen():
+    return _tearing(os.fdopen)
 
 
 def test_a_failed_save_is_one_line_and_the_previous_file_stays(tmp_path, monkeypatch):
@@ -93,17 +95,7 @@ def test_a_journal_on_a_full_disk_keeps_the_games_before(tmp_path, monkeypatch):
 
 def _torn_open(real):
     """open() whose binary writes stop half-way with ENOSPC (a line torn by a full disk)."""
-    def opener(path, mode="r", *a, **k):
-        f = real(path, mode, *a, **k)
-        if "b" in mode and ("w" in mode or "+" in mode):
-            inner = f.write
-
-            def write(data):
-                inner(bytes(data)[: len(data) // 2])
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            f.write = write
-        return f
-    return opener
+    return _tearing(real, lambda mode: "b" in mode and ("w" in mode or "+" in mode))
 
 
 def test_a_stop_during_the_best_write_keeps_the_old_best(tmp_path, monkeypatch):
