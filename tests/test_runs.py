@@ -127,3 +127,25 @@ def test_an_unwritable_run_folder_is_refused_before_any_work(tmp_path):
     for bad in (tmp_path / "file" / "run", Path("/proc/lbs-run")):
         with pytest.raises(RunDirError, match="cannot write the run folder"):
             Lifecycle("blueprint", bad, "update").check_folder(resuming=False, overwrite=False)
+
+
+def test_a_trainer_on_a_held_folder_is_refused_in_one_line(tmp_path):
+    """Two real processes: a trainer started on a folder another process holds exits non-zero with one line
+    and writes nothing there."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "run"
+    proc = _holder(out)
+    try:
+        r = subprocess.run([sys.executable, str(root / "train" / "blueprint.py"), "--out_dir", str(out)],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "WANDB_MODE": "disabled"})
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"blueprint: run folder {out} is in use by another process (pid {proc.pid}); wait for it to end or "
+        "choose another"]
+    assert sorted(p.name for p in out.iterdir()) == []  # the holder's lock went with it
