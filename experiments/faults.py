@@ -80,6 +80,11 @@ def wait_for(pred, proc: subprocess.Popen, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
+def continue_run(out: Path, i: int) -> list[str]:
+    """The i-th start of one blueprint run: a new run in `out`, then resumes of its latest.pt."""
+    return [*BLUEPRINT, "--out_dir", str(out)] if i == 0 else [*BLUEPRINT, "--resume", str(out / "latest.pt")]
+
+
 def check_run(folder: Path, t: Tally) -> None:
     """Every checkpoint the run left loads; temp files of a killed write are counted."""
     for name in ("latest.pt", "best.pt"):
@@ -97,9 +102,7 @@ def blueprint_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
     out = tmp / "bp_kill"
     mid_write = 0
     for i in range(n):
-        cmd = [*BLUEPRINT, "--out_dir", str(out)] if i == 0 else \
-            [*BLUEPRINT, "--resume", str(out / "latest.pt")]
-        proc = start(cmd, tmp)
+        proc = start(continue_run(out, i), tmp)
         wait_for(lambda: (out / "latest.pt").exists(), proc)
         time.sleep(rng.uniform(0.0, 3.0))
         proc.send_signal(signal.SIGKILL)
@@ -176,7 +179,7 @@ def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
 
 def two_holders(tmp: Path) -> Tally:
     """Two blueprint runs on one --out_dir at once, and two new runs started in the same second."""
-    t = Tally("two processes on one run folder / same-second default folders")
+    t = Tally("two processes on one run folder / two new runs whose clocks read the same second")
     out = tmp / "shared"
     a = start([*BLUEPRINT, "--out_dir", str(out)], tmp)
     wait_for(lambda: (out / "latest.pt").exists(), a)
@@ -190,7 +193,7 @@ def two_holders(tmp: Path) -> Tally:
     check_run(out, t)
     cwd = tmp / "same_second"
     cwd.mkdir()
-    procs = [start([*BLUEPRINT, "--total_updates", "4"], cwd) for _ in range(2)]
+    procs = [start(patched("same-second", [*BLUEPRINT, "--total_updates", "4"]), cwd) for _ in range(2)]
     for p in procs:
         p.communicate(timeout=300)
     t.injected += 1
@@ -203,35 +206,65 @@ def two_holders(tmp: Path) -> Tally:
     return t
 
 
-FULL_DISK = """
-import errno, os, sys
+PATCHED = """
+import errno, os, runpy, sys, time
 from lbs import ckpt
-real = os.fdopen
-count, room = [0], int(sys.argv[1])
-def fdopen(fd, mode="r", *a, **k):
-    f = real(fd, mode, *a, **k)
-    if "w" in mode:
-        count[0] += 1
-        if count[0] > room:  # the disk fills after N files were written
-            def write(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            f.write = write
-    return f
-ckpt.os.fdopen = fdopen
-sys.argv = ["train/blueprint.py", *sys.argv[2:]]
-sys.path.insert(0, "train")
-import runpy
+fault, sys.argv = sys.argv[1], [sys.argv[2], *sys.argv[3:]]
+if fault.startswith("full:"):  # the disk fills after N files were written
+    real, count, room = os.fdopen, [0], int(fault[5:])
+    def fdopen(fd, mode="r", *a, **k):
+        f = real(fd, mode, *a, **k)
+        if "w" in mode:
+            count[0] += 1
+            if count[0] > room:
+                def write(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                f.write = write
+        return f
+    ckpt.os.fdopen = fdopen
+elif fault == "slow-write":  # each checkpoint write takes a second between its bytes and its rename
+    fsync = os.fsync
+    ckpt.os.fsync = lambda fd: (time.sleep(1.0), fsync(fd))
+elif fault == "same-second":  # every clock reads the same second
+    time.strftime = lambda fmt, *a: "20260101-000000"
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+
+
+def patched(fault: str, args: list[str]) -> list[str]:
+    """A blueprint command run with `fault` patched in (see PATCHED)."""
+    return [sys.executable, "-c", PATCHED, fault, *args[1:]]
+
+
+def mid_write_kills(n: int, tmp: Path) -> Tally:
+    """kill -9 while latest.pt is being written (its temp file exists): the previous latest.pt must load,
+    and a resume must go on."""
+    t = Tally("kill -9 mid-write of latest.pt, blueprint run", unit="s of training")
+    out = tmp / "bp_mid_write"
+    for i in range(n):
+        stale = set(out.glob(".latest.pt.*.tmp"))  # the last kill's (the next save removes them)
+        proc = start(patched("slow-write", continue_run(out, i)), tmp)
+        def writing(stale: set = stale) -> bool:
+            return (out / "latest.pt").exists() and bool(set(out.glob(".latest.pt.*.tmp")) - stale)
+
+        wait_for(writing, proc)
+        proc.send_signal(signal.SIGKILL)
+        killed = time.time()
+        proc.communicate()
+        t.injected += 1
+        t.wrong += not set(out.glob(".latest.pt.*.tmp")) - stale  # the kill must have landed mid-write
+        t.lost.append(killed - (out / "latest.pt").stat().st_mtime)
+        check_run(out, t)
+    return t
 
 
 def full_disk(tmp: Path) -> Tally:
     """The disk fills after a few checkpoints: one line, exit non-zero, the previous latest.pt intact."""
     t = Tally("full disk (ENOSPC from the writer), blueprint run")
     out = tmp / "full"
-    r = subprocess.run([sys.executable, "-c", FULL_DISK, "3", *BLUEPRINT[2:], "--total_updates", "400",
-                        "--out_dir", str(out)], env=ENV, cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(patched("full:3", [*BLUEPRINT, "--total_updates", "400", "--out_dir", str(out)]),
+                       env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
     t.injected += 1
     lines = r.stderr.strip().splitlines()
     t.wrong += r.returncode == 0 or "Traceback" in r.stderr or "No space left on device" not in lines[-1] or \
@@ -255,8 +288,8 @@ def main() -> None:
     t0 = time.time()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        tallies = [blueprint_kills(args.kills, rng, tmp), search_kills(args.kills, rng, tmp), signals(tmp),
-                   two_holders(tmp), full_disk(tmp)]
+        tallies = [blueprint_kills(args.kills, rng, tmp), mid_write_kills(max(args.kills // 2, 1), tmp),
+                   search_kills(args.kills, rng, tmp), signals(tmp), two_holders(tmp), full_disk(tmp)]
     lines = [
         "# Faults: kills, signals, two holders, a full disk",
         "",
