@@ -206,9 +206,7 @@ class Lifecycle:
         also refused: a folder that cannot be written, before any work."""
         try:
             hold_folder(self.out)
-        except InUseError:
-            raise
-        except OSError as e:
+        except OSError as e:  # (a holder's refusal, InUseError, is not an OSError: it goes up as it is)
             raise RunDirError(f"cannot write the run folder {self.out}: {e.strerror or e}") from None
         check_out_dir(self.out, resuming, overwrite)
 
