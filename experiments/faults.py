@@ -116,6 +116,11 @@ def blueprint_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
     return t
 
 
+def tail(err: str) -> str:
+    """The last lines of a stderr, for a table cell."""
+    return " / ".join(err.strip().splitlines()[-3:]).replace("|", "/")
+
+
 def signals(tmp: Path) -> Tally:
     """SIGTERM and Ctrl-C to a blueprint run and a search run: 128 + signal, one stop line, files load."""
     t = Tally("SIGTERM / Ctrl-C, blueprint and search")
@@ -126,8 +131,11 @@ def signals(tmp: Path) -> Tally:
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         t.injected += 1
-        t.wrong += proc.returncode != 128 + sig or "Traceback" in err or \
+        bad = proc.returncode != 128 + sig or "Traceback" in err or \
             sum("stopped by" in x for x in err.splitlines()) != 1
+        t.wrong += bad
+        if bad:
+            t.notes.append(f"blueprint {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
         check_run(out, t)
         res = tmp / f"search_{sig.name}" / "r.json"
         proc = start([*SEARCH, "--games", "4", "--out", str(res)], tmp)
@@ -136,8 +144,11 @@ def signals(tmp: Path) -> Tally:
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         t.injected += 1
-        t.wrong += proc.returncode != 128 + sig or "Traceback" in err or \
+        bad = proc.returncode != 128 + sig or "Traceback" in err or \
             sum("games finished and kept in" in x for x in err.splitlines()) != 1
+        t.wrong += bad
+        if bad:
+            t.notes.append(f"search {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
         t.files += 1
     return t
 
