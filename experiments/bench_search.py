@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from lbs.ckpt import CheckpointError
+from lbs import cli
+from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.models import resolve_device
 from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
@@ -66,10 +67,19 @@ def main() -> None:
     ap.add_argument("--max-rows", type=int, nargs="+", default=[SearchConfig.max_rows],
                     help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
     args = ap.parse_args()
+    try:  # the flags alone first: one line naming the flag, before any checkpoint is read
+        cli.at_least("--games", args.games, 1)
+        for flag, values in (("--batch-games", args.batch_games), ("--groups", args.groups),
+                             ("--max-rows", args.max_rows)):
+            for v in values:
+                cli.at_least(flag, v, 1)
+        cli.threads(args.threads)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        device = resolve_device(args.device)
+    except ValueError as e:
+        sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        device = resolve_device(args.device)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
@@ -112,8 +122,10 @@ def main() -> None:
                 )
                 if setup.mode.sampler is Sampler.RANGE:
                     ranges.append((mode, bg, groups, graphs, searched, timing, made))
-                out.parent.mkdir(parents=True, exist_ok=True)  # a stopped run keeps its finished settings
-                out.write_text(report(args, game, device, rows, ranges, partial=True))
+                try:  # a stopped run keeps its finished settings
+                    write_atomic(out, report(args, game, device, rows, ranges, partial=True).encode())
+                except SaveError as e:
+                    sys.exit(f"bench_search: {e}")
                 print(
                     f"{mode} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
                     f"{sec / args.games:.2f} s/game, "
