@@ -34,7 +34,7 @@ SMALL = {
     "p2_c3_r3_h3": GameConfig(players=2, colors=3, ranks=3, hand_size=3),
     "p3_c3_r3_h2": GameConfig(players=3, colors=3, ranks=3, hand_size=2),
 }
-HIDDEN = 6
+HIDDEN = 5
 """The brute force starts once the searcher's hand and the undealt cards are at most this many."""
 
 
@@ -106,7 +106,7 @@ def count_reads(monkeypatch) -> list[int]:
 def test_range_equals_brute_force_late_in_many_games(name: str, monkeypatch) -> None:
     game = SMALL[name]
     net = SmartBot(game)
-    n = 24
+    n = 16
     turns = play_games(game, net, n, seed=11)
     reads = count_reads(monkeypatch)
     compared = filtered = 0
