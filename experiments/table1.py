@@ -31,7 +31,7 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi import GameConfig
 from lbs.models import load_blueprint, resolve_device
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import SearchConfig
+from lbs.search.config import Sampler, SearchConfig
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.setup import build_search
 from lbs.search.timing import Timing
@@ -71,6 +71,14 @@ def split_of(summary, timing: Timing, graphs: bool) -> dict | None:
             "sampler": timing.sampler, "rest": summary.seconds - timing.rollouts - timing.sampler}
 
 
+def default_belief(blueprint: str) -> str | None:
+    """The shipped belief with the shipped blueprint; no default with any other blueprint."""
+    shipped = ROOT / "checkpoints" / "blueprint_2p.pt"
+    if Path(blueprint).exists() and Path(blueprint).resolve() == shipped.resolve():
+        return str(ROOT / "checkpoints" / "belief_2p.pt")
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", nargs="+", default=MODES)
@@ -83,7 +91,9 @@ def main() -> None:
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--batch-games", type=int, default=64)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--belief", default=None,
+                    help="belief checkpoint for the LBS modes (default: checkpoints/belief_2p.pt with the "
+                    "shipped blueprint; required with any other blueprint when an LBS mode runs)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
@@ -101,8 +111,12 @@ def main() -> None:
         device = resolve_device(args.device)
         cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
                            max_rows=args.max_rows, cuda_graphs=args.cuda_graphs)
+        args.belief = args.belief or default_belief(args.blueprint)
         setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
+        for m, run in runs.items():
+            if run.mode.sampler is Sampler.BELIEF and args.belief is None:
+                raise ValueError(f"{m}: LBS needs a belief trained for {args.blueprint} (--belief)")
         if args.first_game < 0:
             raise ValueError(f"--first-game {args.first_game}: must be >= 0")
     except (CheckpointError, ValueError) as e:
@@ -121,7 +135,8 @@ def main() -> None:
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
-                "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
+                "blueprint": Path(args.blueprint).name,
+                "belief": Path(args.belief).name if args.belief else None,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     rows: list[Row] = []
     searched = [m for m in args.modes if runs[m].mode.searches]
