@@ -31,9 +31,9 @@ from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
-    from .common import machine, result_path, write_result
+    from .common import default_belief, machine, result_path, write_result
 else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import machine, result_path, write_result
+    from common import default_belief, machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -55,7 +55,8 @@ def main() -> None:
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--belief", default=None,
+                    help="belief for the LBS modes (default: the shipped one with the shipped blueprint)")
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
@@ -70,11 +71,13 @@ def main() -> None:
     try:
         device = resolve_device(args.device)
         cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        args.belief = args.belief or default_belief(args.blueprint)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
         for mode in args.modes:  # every mode checked before any plays
-            next(iter(setups.values())).with_mode(mode)
+            if next(iter(setups.values())).with_mode(mode).mode.sampler is Sampler.BELIEF and not args.belief:
+                raise ValueError(f"{mode}: LBS needs a belief trained for {args.blueprint} (--belief)")
         if args.cuda_graphs != "off" and device.type != "cuda":
             raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:

@@ -37,9 +37,9 @@ from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
-    from .common import machine, result_path
+    from .common import default_belief, machine, result_path
 else:  # python experiments/table1.py: this folder is first on the import path
-    from common import machine, result_path
+    from common import default_belief, machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -69,14 +69,6 @@ def split_of(summary, timing: Timing, graphs: bool) -> dict | None:
         return None
     return {"networks": timing.networks, "engine": timing.rollouts - timing.networks,
             "sampler": timing.sampler, "rest": summary.seconds - timing.rollouts - timing.sampler}
-
-
-def default_belief(blueprint: str) -> str | None:
-    """The shipped belief with the shipped blueprint; no default with any other blueprint."""
-    shipped = ROOT / "checkpoints" / "blueprint_2p.pt"
-    if Path(blueprint).exists() and Path(blueprint).resolve() == shipped.resolve():
-        return str(ROOT / "checkpoints" / "belief_2p.pt")
-    return None
 
 
 def main() -> None:
