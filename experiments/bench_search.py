@@ -162,7 +162,7 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         )
     if partial:
         lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")
-    return "\n".join(lines + _range_split(ranges)) + "\n"
+    return "\n".join(lines + _range_split(ranges, args.games)) + "\n"
 
 
 class Followed:
@@ -200,16 +200,18 @@ def _recording(make, made: list[Followed]):
     return build
 
 
-def _range_split(ranges: list) -> list[str]:
-    """SPARTA's split per searched move and its range size per turn."""
+def _range_split(ranges: list, games: int) -> list[str]:
+    """SPARTA's split per searched move and per game, and its range size per turn."""
     if not ranges:
         return []
     out = ["", "## SPARTA: where a searched move's time goes, and the range size over the game", "",
            "Per searched move, in seconds: range upkeep (following the real game: the exact range's updates, "
            "their counterfactual filters excluded), counterfactual filters (deferred: they run in updates "
-           "and draws), drawing hands (filters excluded), rollouts (networks included).", "",
+           "and draws), drawing hands (filters excluded), rollouts (networks included); then the same per "
+           "game (with one thread, core-seconds per game).", "",
            "| mode | games at once | groups | CUDA graphs | range upkeep | counterfactual filters | draws "
-           "| rollouts |", "|---|---|---|---|---|---|---|---|"]
+           "| rollouts | per game: upkeep / filters / draws / rollouts |",
+           "|---|---|---|---|---|---|---|---|---|"]
     sizes: dict[int, list[int]] = {}
     for mode, bg, groups, graphs, searched, t, made in ranges:
         for f in made:
@@ -221,7 +223,8 @@ def _range_split(ranges: list) -> list[str]:
         in_draws = sum(f.filters_in_draws for f in made)
         upkeep, draws = t.sampler - t.drawing - (filt - in_draws), t.drawing - in_draws
         out.append(f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {upkeep / n:.3f} "
-                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} |")
+                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} | {upkeep / games:.1f} / "
+                   f"{filt / games:.1f} / {draws / games:.1f} / {t.rollouts / games:.1f} |")
     out += ["", "Range size of the searched games at their turn (min / median / max over games; an upper "
             "bound above --max-range):", "", "| turn | games | min | median | max |", "|---|---|---|---|---|"]
     for turn in sorted(sizes):

@@ -15,6 +15,7 @@ import itertools
 
 import pytest
 import torch
+from conftest import DEVICES
 from test_exact_range import DeckReference, assert_same, counting_posterior, game_of, play_games, range_dict
 
 from lbs.acting import play, seat_q
@@ -138,15 +139,16 @@ def test_range_equals_brute_force_late_in_many_games(name: str, monkeypatch) -> 
     assert reads[0] > 0, "no partner read the searcher's cards: the finesse read was never checked"
 
 
-def test_true_hand_stays_in_the_range_over_whole_games(monkeypatch) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_true_hand_stays_in_the_range_over_whole_games(device: str, monkeypatch) -> None:
     """Every move of many games from the deal, every seat (checked raises if the true hand leaves, or if
     hands left in the range give a partner different states at a finesse read)."""
     game = GameConfig(players=3, colors=3, ranks=3, hand_size=3)
-    net = SmartBot(game)
-    turns = play_games(game, net, 48, seed=2)
+    net = SmartBot(game, device)
+    turns = play_games(game, net, 48, seed=2, device=device)
     reads = count_reads(monkeypatch)
     for seat in range(game.players):
-        rng = ExactRange(game, served(net), seat, checked=True)
+        rng = ExactRange(game, served(net, device), seat, checked=True)
         rng.reset(turns[0].state)
         for turn in turns:
             rng.update(turn.state, turn.move, turn.next_state)
