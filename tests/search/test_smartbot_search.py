@@ -155,6 +155,24 @@ def test_true_hand_stays_in_the_range_over_whole_games(device: str, monkeypatch)
     assert reads[0] > 0
 
 
+def test_filter_chunks_are_a_memory_cap_only() -> None:
+    """One candidate per step call gives the same range as the default chunks."""
+    game = SMALL["p2_c3_r3_h3"]
+    net = SmartBot(game)
+    turns = play_games(game, net, 6, seed=4)
+    out = []
+    for max_bytes in (None, 1):
+        rng = ExactRange(game, served(net), 1)
+        rng.policy.max_bytes = max_bytes
+        assert (rng.policy.chunk(torch.device("cpu")) == 1) == (max_bytes == 1)
+        rng.reset(turns[0].state)
+        for turn in turns[:12]:
+            rng.update(turn.state, turn.move, turn.next_state)
+        out.append(rng.probabilities())
+    for a, b in zip(*out, strict=True):
+        assert torch.equal(a, b)
+
+
 def test_rollouts_play_smartbot_in_every_seat() -> None:
     """A rollout of the blueprint's own move from a real position, with the real deck and the real seats'
     states, plays out the real game: every seat is SmartBot through the same step."""
