@@ -14,7 +14,9 @@ knowledge and counts (rows that now contradict them are deleted); the searcher's
 keeps the rows holding the revealed card in that slot, shifts later slots left and appends every card
 the draw could be; after a partner's move the counterfactual filter (range_filter) keeps the rows under
 which that partner's blueprint makes the move it made. Each seat's public recurrent state is advanced
-here from public features, as the lockstep loop does, and shared by every candidate.
+here from public features, as the lockstep loop does, and shared by every candidate. A blueprint without
+the networks' public output (a rule bot such as SmartBot) is filtered through its whole step on every
+candidate's observations and has its state advanced by that step (step_filter).
 
 Deferred filters: every filter is a 0/1 predicate on the hand as it was at that move, so filters commute
 with each other and with the cheap hint/count deletions. A partner filter is therefore stored (its shared
