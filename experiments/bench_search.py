@@ -32,9 +32,9 @@ from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
-    from .common import machine, result_path, write_result
+    from .common import default_belief, machine, result_path, write_result
 else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import machine, result_path, write_result
+    from common import default_belief, machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -56,7 +56,8 @@ def main() -> None:
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--belief", default=None,
+                    help="belief for the LBS modes (default: the shipped one with the shipped blueprint)")
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
@@ -80,11 +81,13 @@ def main() -> None:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
+        args.belief = args.belief or default_belief(args.blueprint)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
         for mode in args.modes:  # every mode checked before any plays
-            next(iter(setups.values())).with_mode(mode)
+            if next(iter(setups.values())).with_mode(mode).mode.sampler is Sampler.BELIEF and not args.belief:
+                raise ValueError(f"{mode}: LBS needs a belief trained for {args.blueprint} (--belief)")
         if args.cuda_graphs != "off" and device.type != "cuda":
             raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:
@@ -171,7 +174,7 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         )
     if partial:
         lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")
-    return "\n".join(lines + _range_split(ranges)) + "\n"
+    return "\n".join(lines + _range_split(ranges, args.games)) + "\n"
 
 
 class Followed:
@@ -209,16 +212,18 @@ def _recording(make, made: list[Followed]):
     return build
 
 
-def _range_split(ranges: list) -> list[str]:
-    """SPARTA's split per searched move and its range size per turn."""
+def _range_split(ranges: list, games: int) -> list[str]:
+    """SPARTA's split per searched move and per game, and its range size per turn."""
     if not ranges:
         return []
     out = ["", "## SPARTA: where a searched move's time goes, and the range size over the game", "",
            "Per searched move, in seconds: range upkeep (following the real game: the exact range's updates, "
            "their counterfactual filters excluded), counterfactual filters (deferred: they run in updates "
-           "and draws), drawing hands (filters excluded), rollouts (networks included).", "",
+           "and draws), drawing hands (filters excluded), rollouts (networks included); then the same per "
+           "game (with one thread, core-seconds per game).", "",
            "| mode | games at once | groups | CUDA graphs | range upkeep | counterfactual filters | draws "
-           "| rollouts |", "|---|---|---|---|---|---|---|---|"]
+           "| rollouts | per game: upkeep / filters / draws / rollouts |",
+           "|---|---|---|---|---|---|---|---|---|"]
     sizes: dict[int, list[int]] = {}
     for mode, bg, groups, graphs, searched, t, made in ranges:
         for f in made:
@@ -230,7 +235,8 @@ def _range_split(ranges: list) -> list[str]:
         in_draws = sum(f.filters_in_draws for f in made)
         upkeep, draws = t.sampler - t.drawing - (filt - in_draws), t.drawing - in_draws
         out.append(f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {upkeep / n:.3f} "
-                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} |")
+                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} | {upkeep / games:.1f} / "
+                   f"{filt / games:.1f} / {draws / games:.1f} / {t.rollouts / games:.1f} |")
     out += ["", "Range size of the searched games at their turn (min / median / max over games; an upper "
             "bound above --max-range):", "", "| turn | games | min | median | max |", "|---|---|---|---|---|"]
     for turn in sorted(sizes):

@@ -169,6 +169,13 @@ class SmartBot(nn.Module):
         return scores, SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
 
 
+    def reads_hands(self, priv: torch.Tensor, state: SmartBotState) -> torch.Tensor:
+        """[R] bool: stepping this state on priv reads the partners' cards into its knowledge (a discard
+        finesse), so what a row's seat sees of other hands changes its state, not only its move. Search
+        asks this to know when the searcher's unseen cards enter the partners' shared state."""
+        return discard_finesse(self.game, state, decode(self.game, priv))
+
+
 def _rows_of(fields: NamedTuple, rows: torch.Tensor) -> NamedTuple:
     """The same named tensors at `rows` (batch first)."""
     return type(fields)(*(x.index_select(0, rows) for x in fields))
@@ -389,7 +396,7 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     g, mk = game, _masks(game, ob.deck.device)
     p, h = g.players, g.hand_size
     possible = state.possible
-    moved = (state.deck >= 0) & ((ob.hints != state.hints) | (ob.seen.sum(1) != state.used))
+    moved = _moved(state, ob)
     pre = _Board(state.playable, state.worthless, state.valuable)
     present = possible != 0  # hands before the move
     mover = ob.actor.clamp(min=0)
@@ -404,9 +411,7 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
                                 to_discard)
     # discarding a card known to be playable: the first partner (in seat order) holding it newest has it,
     # and if I see nobody, I have it
-    thrown = _slot(_player(possible, mover), ob.slot)
-    known, _ = known_card(thrown)
-    finesse = is_card & (ob.kind == DISCARD) & known & all_in(thrown, pre.playable)
+    finesse = discard_finesse(g, state, ob)
     newest_slot = present.sum(-1) - 1  # [R, P]
     newest = ob.hands.gather(2, newest_slot.clamp(min=0)[..., None]).squeeze(2)  # [R, P], -1 for me
     rel = torch.arange(p, device=possible.device)
@@ -425,6 +430,19 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     shifted = torch.where(idx[None, :] == h - 1, drawn[:, None], shifted)
     possible = _put_player(possible, mover, shifted, is_card)
     return _observe_hint(g, possible, present, state, ob, is_hint, pre, to_discard)
+
+
+def _moved(state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """[R]: a move was made since the state last read the board (not before the first observation)."""
+    return (state.deck >= 0) & ((ob.hints != state.hints) | (ob.seen.sum(1) != state.used))
+
+
+def discard_finesse(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """[R]: the last move discarded a card its player knew to be playable, so the observer reads the
+    partners' newest cards to locate it (the one knowledge update that depends on a hand it sees)."""
+    thrown = _slot(_player(state.possible, ob.actor.clamp(min=0)), ob.slot)
+    known, _ = known_card(thrown)
+    return _moved(state, ob) & (ob.kind == DISCARD) & known & all_in(thrown, state.playable)
 
 
 def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, state: SmartBotState,

@@ -61,6 +61,7 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     (["--mode", "lbs-2", "--blueprint", "missing.pt"], "not found"),
     (["--mode", "lbs-2", "--devices", "0"], "--devices 0"),
     (["--mode", "lbs-2", "--devices", "2", "--profile"], "--devices 1"),
+    (["--mode", "lbs-16", "--blueprint", "smartbot"], "no value"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]
