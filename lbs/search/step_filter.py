@@ -12,9 +12,9 @@ The shared state is each seat's blueprint state, advanced by the range on every 
 `hidden_is_public` it is built from public events, with one exception this module knows of: SmartBot's
 discard-finesse read, where a seat that sees a known playable card discarded marks the partner holding
 that card as their newest card, so its state reads the partners' cards (the searcher's among them).
-The blueprint says so (`reads_hands`, found by `hand_reads`); the range then advances the shared state on a hand from the filtered
-range (every hand left in it makes the same read: the discarding partner's own rule, itself filtered,
-fixed whether the searcher's newest card is the one discarded).
+The blueprint says so (`reads_hands`, found by `hand_reads`); the range then advances the shared state
+on a hand from the filtered range (every hand left in it makes the same read: the discarding partner's
+own rule, itself filtered, fixed whether the searcher's newest card is the one discarded).
 """
 
 from __future__ import annotations
