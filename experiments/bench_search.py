@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from lbs.ckpt import CheckpointError
+from lbs import cli
+from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.models import resolve_device
 from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
@@ -31,9 +32,9 @@ from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
-    from .common import machine, result_path, write_result
+    from .common import default_belief, machine, result_path, write_result
 else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import machine, result_path, write_result
+    from common import default_belief, machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -55,7 +56,8 @@ def main() -> None:
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--belief", default=None,
+                    help="belief for the LBS modes (default: the shipped one with the shipped blueprint)")
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
@@ -66,15 +68,26 @@ def main() -> None:
     ap.add_argument("--max-rows", type=int, nargs="+", default=[SearchConfig.max_rows],
                     help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
     args = ap.parse_args()
+    try:  # the flags alone first: one line naming the flag, before any checkpoint is read
+        cli.at_least("--games", args.games, 1)
+        for flag, values in (("--batch-games", args.batch_games), ("--groups", args.groups),
+                             ("--max-rows", args.max_rows)):
+            for v in values:
+                cli.at_least(flag, v, 1)
+        cli.threads(args.threads)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        device = resolve_device(args.device)
+    except ValueError as e:
+        sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        device = resolve_device(args.device)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        args.belief = args.belief or default_belief(args.blueprint)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
         for mode in args.modes:  # every mode checked before any plays
-            next(iter(setups.values())).with_mode(mode)
+            if next(iter(setups.values())).with_mode(mode).mode.sampler is Sampler.BELIEF and not args.belief:
+                raise ValueError(f"{mode}: LBS needs a belief trained for {args.blueprint} (--belief)")
         if args.cuda_graphs != "off" and device.type != "cuda":
             raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:
@@ -112,8 +125,10 @@ def main() -> None:
                 )
                 if setup.mode.sampler is Sampler.RANGE:
                     ranges.append((mode, bg, groups, graphs, searched, timing, made))
-                out.parent.mkdir(parents=True, exist_ok=True)  # a stopped run keeps its finished settings
-                out.write_text(report(args, game, device, rows, ranges, partial=True))
+                try:  # a stopped run keeps its finished settings
+                    write_atomic(out, report(args, game, device, rows, ranges, partial=True).encode())
+                except SaveError as e:
+                    sys.exit(f"bench_search: {e}")
                 print(
                     f"{mode} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
                     f"{sec / args.games:.2f} s/game, "
@@ -159,7 +174,7 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         )
     if partial:
         lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")
-    return "\n".join(lines + _range_split(ranges)) + "\n"
+    return "\n".join(lines + _range_split(ranges, args.games)) + "\n"
 
 
 class Followed:
@@ -197,16 +212,18 @@ def _recording(make, made: list[Followed]):
     return build
 
 
-def _range_split(ranges: list) -> list[str]:
-    """SPARTA's split per searched move and its range size per turn."""
+def _range_split(ranges: list, games: int) -> list[str]:
+    """SPARTA's split per searched move and per game, and its range size per turn."""
     if not ranges:
         return []
     out = ["", "## SPARTA: where a searched move's time goes, and the range size over the game", "",
            "Per searched move, in seconds: range upkeep (following the real game: the exact range's updates, "
            "their counterfactual filters excluded), counterfactual filters (deferred: they run in updates "
-           "and draws), drawing hands (filters excluded), rollouts (networks included).", "",
+           "and draws), drawing hands (filters excluded), rollouts (networks included); then the same per "
+           "game (with one thread, core-seconds per game).", "",
            "| mode | games at once | groups | CUDA graphs | range upkeep | counterfactual filters | draws "
-           "| rollouts |", "|---|---|---|---|---|---|---|---|"]
+           "| rollouts | per game: upkeep / filters / draws / rollouts |",
+           "|---|---|---|---|---|---|---|---|---|"]
     sizes: dict[int, list[int]] = {}
     for mode, bg, groups, graphs, searched, t, made in ranges:
         for f in made:
@@ -218,7 +235,8 @@ def _range_split(ranges: list) -> list[str]:
         in_draws = sum(f.filters_in_draws for f in made)
         upkeep, draws = t.sampler - t.drawing - (filt - in_draws), t.drawing - in_draws
         out.append(f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {upkeep / n:.3f} "
-                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} |")
+                   f"| {filt / n:.3f} | {draws / n:.3f} | {t.rollouts / n:.3f} | {upkeep / games:.1f} / "
+                   f"{filt / games:.1f} / {draws / games:.1f} / {t.rollouts / games:.1f} |")
     out += ["", "Range size of the searched games at their turn (min / median / max over games; an upper "
             "bound above --max-range):", "", "| turn | games | min | median | max |", "|---|---|---|---|---|"]
     for turn in sorted(sizes):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lbs.acting import play
+from lbs.acting import Turn, play, until_all_over
 from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.random_play import core_step
@@ -60,15 +60,24 @@ REFERENCE_SPEED = "2,400-2,800 two-player games per second on one core of this m
 
 
 def play_smartbot(game: GameConfig, seeds: torch.Tensor) -> dict[str, torch.Tensor]:
-    """SmartBot in every seat on the deals of `seeds`: per game HLE score, points kept, bombed, perfect."""
+    """SmartBot in every seat on the deals of `seeds`, as scoring plays them (lockstep, until every game is
+    over on the CPU): per game HLE score, points kept, bombed, perfect; and the lockstep steps played."""
     bot = SmartBot(game, seeds.device)
     state = engine.reset(game, seeds)
+    steps = 0
+
+    def stop(turn: Turn) -> bool:
+        nonlocal steps
+        steps += 1
+        return bool(over(turn)) if over else False
+
+    over = until_all_over(seeds.device)
     with torch.no_grad():
         hid = bot.initial_state(seeds.shape[0] * game.players)
-        state, _ = play(game, state, bot.step, hid, game.max_steps)
+        state, _ = play(game, state, bot.step, hid, game.max_steps, hook=stop)
     points = state.fireworks.sum(1)
     return {"score": state.score.cpu(), "points": points.cpu(), "bombed": (state.life_tokens <= 0).cpu(),
-            "perfect": (points == game.max_score).cpu()}
+            "perfect": (points == game.max_score).cpu(), "steps": torch.tensor([steps])}
 
 
 def scores(args: argparse.Namespace, device: torch.device, save) -> str:
@@ -86,7 +95,7 @@ def scores(args: argparse.Namespace, device: torch.device, save) -> str:
             n = min(args.batch, args.games - start)
             parts.append(play_smartbot(game, game_seeds(Stream.EVAL, args.seed, n, start, device)))
             print(f"{p} players: {start + n}/{args.games} games", file=sys.stderr, flush=True)
-            so_far = {k: torch.cat([x[k] for x in parts]) for k in parts[0]}
+            so_far = {k: torch.cat([x[k] for x in parts]) for k in parts[0] if k != "steps"}
             row = _score_row(p, so_far, time.perf_counter() - t0)
             partial = start + n < args.games or p != args.players[-1]
             save("\n".join(head + done + [row]) + note, partial)
@@ -117,27 +126,30 @@ def _timed(fn, device: torch.device) -> float:
 
 def speed(args: argparse.Namespace, device: torch.device) -> str:
     game = GameConfig(players=args.players[0])
-    rows = ["| games at once | SmartBot games/s | ms per step | engine alone games/s | SmartBot / engine |",
-            "|---|---|---|---|---|"]
+    rows = ["| games at once | SmartBot games/s | lockstep steps | ms per step | engine alone games/s | "
+            "SmartBot / engine |", "|---|---|---|---|---|---|"]
     for batch in args.batch_sizes:
         seeds = game_seeds(Stream.EVAL, args.seed, batch, 0, device)
         play_smartbot(game, seeds[: min(batch, 64)])  # warm-up
-        bot_s = _timed(lambda: play_smartbot(game, seeds), device)  # noqa: B023
+        out: dict[str, torch.Tensor] = {}
+        bot_s = _timed(lambda: out.update(play_smartbot(game, seeds)), device)  # noqa: B023
+        steps = int(out["steps"])
 
         def floor() -> None:
             state = engine.reset(game, seeds, torch.zeros_like(seeds))  # noqa: B023
-            for _ in range(game.max_steps):
+            for _ in range(steps):  # noqa: B023
                 state, *_ = core_step(game, state, seeds, seeds, torch.float32)  # noqa: B023
 
         floor_s = _timed(floor, device)
-        rows.append(f"| {batch:,} | {batch / bot_s:,.0f} | {1000 * bot_s / game.max_steps:.1f} | "
+        rows.append(f"| {batch:,} | {batch / bot_s:,.0f} | {steps} | {1000 * bot_s / steps:.1f} | "
                     f"{batch / floor_s:,.0f} | {floor_s / bot_s:.2f} |")
         print(rows[-1], file=sys.stderr, flush=True)
     return "\n".join(rows) + (
-        f"\n\n{game.players} players; a batch plays {game.max_steps} lockstep steps (the longest possible "
-        "game; finished games idle), as scoring does. Engine alone: the legal-move mask, every seat's "
-        "observation, a uniformly random legal move and the step, over the same number of steps. For "
-        f"comparison, the reference C++ bot: {REFERENCE_SPEED} (it plays one game at a time).\n")
+        f"\n\n{game.players} players. A batch plays as scoring does: lockstep steps until every game is over "
+        f"on the CPU (all {game.max_steps}, the longest possible game, elsewhere), finished games idling. "
+        "Engine alone: the legal-move mask, every seat's observation, a uniformly random legal move and the "
+        "step, over the same number of steps (its games end early and idle; the work per step is the same). "
+        f"For comparison, the reference C++ bot: {REFERENCE_SPEED} (it plays one game at a time).\n")
 
 
 def main(argv: list[str] | None = None) -> None:

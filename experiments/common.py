@@ -6,10 +6,15 @@ import datetime
 import itertools
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 
 import torch
+
+from lbs import cli
+from lbs.ckpt import SaveError, write_atomic
+from lbs.runs import InUseError, hold
 
 
 def cpu_name() -> str:
@@ -50,27 +55,64 @@ RESULTS = Path(__file__).parent / "results"
 sit in a subfolder beside it (results/table1/full_2p/)."""
 
 
+RECORD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def default_belief(blueprint: str) -> str | None:
+    """The shipped belief goes with the shipped blueprint only; any other blueprint (SmartBot included)
+    needs its own --belief for the LBS modes."""
+    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    if Path(blueprint).exists() and Path(blueprint).resolve() == (root / "blueprint_2p.pt").resolve():
+        return str(root / "belief_2p.pt")
+    return None
+
+
 def result_path(name: str, record: str | None, scratch: str) -> Path:
-    """Where a result goes: experiments/results/<name>/<name>_<date>_<record>.md when asked to record,
-    else a timestamped file in the scratch folder; never an existing file (check it before the work)."""
-    if record:
+    """Where a result goes: experiments/results/<name>/<name>_<date>_<record>.md when asked to record (a
+    plain name: nothing outside that folder), else a timestamped file in the scratch folder; never an
+    existing file. Checked writable and locked for this process now, before the work, so a run started in
+    the same second takes the next free name."""
+    if record is not None:
+        if not RECORD_NAME.fullmatch(record) or ".." in record:
+            raise SystemExit(f"--record {record!r}: must be a plain name (letters, digits, '.', '_', '-'); "
+                             f"the result is written to {RESULTS / name}/")
         out = RESULTS / name / f"{name}_{datetime.date.today()}_{record}.md"
         if out.exists():
             raise SystemExit(f"{out} exists; choose another --record name")
-        return out
+        try:
+            return _claim(out, "--record")
+        except InUseError as e:
+            raise SystemExit(str(e)) from None
     stamp = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}"
     out = stamp.with_suffix(".md")
-    for i in itertools.count(2):  # a run started in the same second takes the next free name
+    for i in itertools.count(2):
         if not out.exists():
-            return out
+            try:
+                return _claim(out, "--out")
+            except InUseError:
+                pass
         out = stamp.with_name(f"{stamp.name}-{i}.md")
+    raise AssertionError("unreachable")
+
+
+def _claim(out: Path, flag: str) -> Path:
+    """`out` checked writable and locked for this process (InUseError: another live run holds it)."""
+    try:
+        cli.writable_file(out, flag)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    hold(out.with_name(f".{out.name}.lock"), f"the result file {out}")
+    return out
 
 
 def write_result(text: str, name: str, record: str | None, scratch: str, path: Path | None = None) -> Path:
-    """Write (and print) a result at `path` (from result_path before the work) or result_path(...)."""
+    """Write (and print) a result at `path` (from result_path before the work) or result_path(...),
+    atomically (a failure leaves the previous file and says so in one line)."""
     out = path or result_path(name, record, scratch)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    try:
+        write_atomic(out, text.encode())
+    except SaveError as e:
+        raise SystemExit(str(e)) from None
     print(text)
     print(f"written: {out}")
     return out

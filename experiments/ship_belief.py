@@ -25,7 +25,7 @@ from lbs.belief.config import BeliefTrainConfig
 from lbs.belief.evaluate import evaluate_belief
 from lbs.configs import from_dict
 from lbs.models import BELIEF_KIND as KIND
-from lbs.models import load_belief, load_blueprint, resolve_device
+from lbs.models import is_rule_bot, load_belief, load_blueprint, resolve_device
 
 if __package__:  # python -m experiments.ship_belief, or imported
     from .common import machine, write_card
@@ -65,7 +65,8 @@ def main() -> None:
         "config": blob["config"],
         "game": blob["game"],
         # relative to the belief file's folder, so the pair loads from any working directory
-        "blueprint": {"sha256": blob["blueprint"]["sha256"], "path": os.path.relpath(args.blueprint, out.parent)},
+        "blueprint": {"sha256": blob["blueprint"]["sha256"],
+                      "path": args.blueprint if is_rule_bot(args.blueprint) else os.path.relpath(args.blueprint, out.parent)},
         "state_dict": ckpt.half_state_dict(blob["state_dict"]),
         "global_step": blob.get("global_step"),
         "step": blob.get("step", blob.get("global_step")),
@@ -78,6 +79,8 @@ def main() -> None:
     turns = [t for t, n in enumerate(res.cards_by_turn) if n > 0]
     wins = sum(res.learned_by_turn[t] < res.grounded_by_turn[t] for t in turns)
     beyond = sum(res.learned_by_turn[t] < res.counting_by_turn[t] for t in turns)
+    tied = ("a rule bot, taken by name: the belief loads with no other blueprint" if is_rule_bot(args.blueprint)
+            else f"sha256 `{blob['blueprint'].get('sha256', '?')}`; loading with another blueprint raises")
     card = f"""# {args.name}: learned belief for `{args.blueprint}`
 
 **Cross-entropy of the true hand: {res.nll_learned:.3f} nats per card** (learned) vs {res.nll_grounded:.3f} for the
@@ -86,7 +89,7 @@ games; the learned belief is lower at {wins} of {len(turns)} turns. Scored with 
 The counting prior alone (the same counts slot by slot, no network) scores {res.nll_counting:.3f}: the learned
 belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned from the blueprint's play.
 
-- Blueprint: `{args.blueprint}` (sha256 `{blob["blueprint"].get("sha256", "?")}`); loading with another blueprint raises.
+- Blueprint: `{args.blueprint}` ({tied}).
 - Trained on: {machine()}; {blob.get("global_step")} optimizer steps.
 - Game: `{game}`
 - Model: `{cfg.model}`

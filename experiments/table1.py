@@ -19,27 +19,32 @@ import argparse
 import json
 import math
 import re
+import signal
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from lbs.ckpt import CheckpointError
+from lbs import cli
+from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.hanabi import GameConfig
 from lbs.models import load_blueprint, resolve_device
+from lbs.models.io import blueprint_identity
+from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import SearchConfig
+from lbs.search.config import Sampler, SearchConfig
+from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
-    from .common import machine, result_path
+    from .common import default_belief, machine, result_path
 else:  # python experiments/table1.py: this folder is first on the import path
-    from common import machine, result_path
+    from common import default_belief, machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -83,7 +88,9 @@ def main() -> None:
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--batch-games", type=int, default=64)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    ap.add_argument("--belief", default=None,
+                    help="belief checkpoint for the LBS modes (default: checkpoints/belief_2p.pt with the "
+                    "shipped blueprint; required with any other blueprint when an LBS mode runs)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
@@ -94,17 +101,74 @@ def main() -> None:
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
     ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
     args = ap.parse_args()
+    StopSignals(deferred=False).install()  # SIGTERM stops like Ctrl-C: finished games and modes are kept
+    state = Kept()
+    try:
+        run(args, state)
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        if state.bar is not None:
+            state.bar.close()
+        print(f"table1: stopped by {signal_name(signum)}: {state}", file=sys.stderr)
+        sys.exit(128 + signum)
+
+
+@dataclass
+class Kept:
+    """What a stopped run keeps, for its one closing line."""
+
+    out: Path | None = None
+    modes: list[str] = field(default_factory=list)
+    """modes finished and written (partial table) to `out`"""
+    journal: Journal | None = None
+    """the mode in play's finished games"""
+    games: int = 0
+    bar: Any = None
+    """the progress bar, closed before the line"""
+
+    def __str__(self) -> str:
+        parts = []
+        if self.modes:
+            parts.append(f"the finished modes ({', '.join(self.modes)}) are in {self.out}")
+        if self.journal is not None and self.journal.games:
+            parts.append(f"{len(self.journal.games)} of {self.games} games of the mode in play are kept in "
+                         f"{self.journal.path}")
+        if not parts:
+            return "nothing finished, nothing kept"
+        return "; ".join(parts) + "; run the same command again to continue"
+
+
+def checked(args) -> None:
+    """The flags alone, before any checkpoint is read (one line naming the flag)."""
+    for flag, value in (("--games", args.games), ("--batch-games", args.batch_games),
+                        ("--max-rows", args.max_rows)):
+        cli.at_least(flag, value, 1)
+    cli.at_least("--first-game", args.first_game, 0)
+    cli.seed("--seed", args.seed)
+    cli.threads(args.threads)
+
+
+def run(args, state: Kept) -> None:
+    try:
+        if args.combine is None:
+            checked(args)
+            cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts,
+                               max_range=args.max_range, max_rows=args.max_rows, cuda_graphs=args.cuda_graphs)
+            resolve_device(args.device)
+    except ValueError as e:
+        sys.exit(f"table1: {e}")
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
+    state.out = out
     if args.combine:
         return combine(args, out)
     try:
         device = resolve_device(args.device)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
-                           max_rows=args.max_rows, cuda_graphs=args.cuda_graphs)
+        args.belief = args.belief or default_belief(args.blueprint)
         setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
-        if args.first_game < 0:
-            raise ValueError(f"--first-game {args.first_game}: must be >= 0")
+        for m, mode_run in runs.items():
+            if mode_run.mode.sampler is Sampler.BELIEF and args.belief is None:
+                raise ValueError(f"{m}: LBS needs a belief trained for {args.blueprint} (--belief)")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
     game = setup.game
@@ -121,11 +185,16 @@ def main() -> None:
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
-                "blueprint": Path(args.blueprint).name, "belief": Path(args.belief).name,
+                "blueprint": Path(args.blueprint).name,
+                "belief": Path(args.belief).name if args.belief else None,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     rows: list[Row] = []
     searched = [m for m in args.modes if runs[m].mode.searches]
-    bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
+    bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
+    identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
+                "belief": file_hash(args.belief) if Path(args.belief).is_file() else args.belief}
+
+    journals: dict[str, Journal] = {}
 
     def games_done(p: Progress, before: int) -> None:
         bar.update(before + p.games - bar.n)
@@ -141,17 +210,32 @@ def main() -> None:
                 rows.append(Row(mode, s.to_dict(), base_scores, base_scores))
                 continue
             timing, before = Timing(), bar.n
-            t0 = time.perf_counter()
-            results = play_games(setup.with_mode(mode, timing), args.games, args.seed, args.batch_games,
-                                 first=args.first_game, progress=lambda p, b=before: games_done(p, b))
-            s = summarize_run(mode, results, base, time.perf_counter() - t0, game.max_score)
+            mine = setup.with_mode(mode, timing)
+            search = {k: v for k, v in asdict(mine.cfg).items() if k not in ("max_rows", "cuda_graphs")}
+            state.journal = journals[mode] = Journal(args.out, f"table1-{mode}",
+                                                     {**identity, "mode": mode, "search": search})
+            state.games = args.games
+            if state.journal.games:
+                tqdm.write(f"table1: {mode}: {len(state.journal.games)} of {args.games} games kept from an "
+                           f"earlier run of this command ({state.journal.path}): playing the rest",
+                           file=sys.stderr)
+            try:
+                results, seconds = play_kept(mine, state.journal, args.games, args.seed, args.batch_games,
+                                             first=args.first_game,
+                                             progress=lambda p, b=before: games_done(p, b))
+            except SaveError as e:
+                sys.exit(f"table1: {e}")
+            s = summarize_run(mode, results, base, seconds, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, args.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
             write(rows, lines, settings, game, out, done=False)  # a stopped run keeps its finished modes
+            state.modes.append(mode)
     bar.close()
     setup.close()
     write(rows, lines, settings, game, out)
+    for journal in journals.values():  # the table holds every game: the journals are no longer needed
+        journal.remove()
 
 
 def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, out: Path,
@@ -162,17 +246,21 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, ou
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
     text = "\n".join(head + [""] + table(rows)) + "\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({
+    data = json.dumps({
         "settings": settings,
         "scores": {r.mode: r.scores for r in rows},
         "blueprint_scores": {r.mode: r.base for r in rows},
         "summaries": {r.mode: r.summary for r in rows},
         "splits": {r.mode: r.split for r in rows if r.split is not None},
         "sources": {r.mode: r.source for r in rows if r.source},
-    }, default=str) + "\n")
-    figure([r for r in rows if r.mode != "blueprint"], game, out.with_suffix(".png"))
+    }, default=str) + "\n"
+    png = figure([r for r in rows if r.mode != "blueprint"], game)
+    try:  # each file whole or not at all: a full disk leaves the previous version
+        write_atomic(out, text.encode())
+        write_atomic(out.with_suffix(".json"), data.encode())
+        write_atomic(out.with_suffix(".png"), png)
+    except SaveError as e:
+        sys.exit(f"table1: {e}")
     if done:
         print(text)
         print(f"written: {out}\nfigure: {out.with_suffix('.png')}")
@@ -237,6 +325,10 @@ def combine(args, out: Path) -> None:
             runs.append((Path(name), json.loads(Path(name).read_text())))
         except (OSError, ValueError) as e:
             sys.exit(f"table1 --combine: cannot read {name}: {e}")
+        d = runs[-1][1]
+        if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
+                and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
+            sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
     keys = ("game", "seed", "rollouts", "min_rollouts", "blueprint", "belief")
     known = [d["settings"] for _, d in runs if "settings" in d]
     for k in keys:
@@ -348,8 +440,10 @@ def join(rows: list[Row]) -> Row:
                rows[0].machine if one else "")
 
 
-def figure(rows: list[Row], game: GameConfig, path: Path) -> None:
-    """Gain over the blueprint (± s.e.) against seconds per game, one point per mode."""
+def figure(rows: list[Row], game: GameConfig) -> bytes:
+    """Gain over the blueprint (± s.e.) against seconds per game, one point per mode: the PNG's bytes."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -367,8 +461,10 @@ def figure(rows: list[Row], game: GameConfig, path: Path) -> None:
     ax.set_ylabel("score gain over the blueprint (paired)")
     ax.set_title(f"Search on {game.colors} colours x {game.ranks} ranks, {game.players} players (games)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
+    return buf.getvalue()
 
 
 if __name__ == "__main__":

@@ -125,6 +125,14 @@ Override = Callable[[int, HanabiState, tuple, torch.Tensor], torch.Tensor]
 the true colours); hid: every seat's recurrent state after reading this state's observation."""
 
 
+def until_all_over(device: torch.device) -> Hook | None:
+    """A hook that ends `play` once every game is over: on the CPU, where reading that costs nothing (finished
+    games only idle, so the result is the same); elsewhere None, so the loop never waits on the host."""
+    if device.type != "cpu":
+        return None
+    return lambda turn: bool(turn.next_state.done.all())
+
+
 def observe(game: GameConfig, state: HanabiState, perms: torch.Tensor | None = None):
     """Each seat's view: observation uint8 [N, P, D] and legal actions [N, P, A].
 

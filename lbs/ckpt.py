@@ -44,36 +44,56 @@ def _umask() -> int:
 
 
 def _remove_stale_temps(path: Path) -> None:
-    """Temp files of a writer that was killed mid-write (the rename never happened)."""
+    """Temp files of a writer that was killed mid-write (the rename never happened); safe because one
+    process at a time owns a run folder (lbs.runs locks it)."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         tmp.unlink(missing_ok=True)
 
 
-def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
-    """Atomically write {kind, format, **payload} with its sha256 to path (temp file + fsync + rename).
-    The file gets the usual permissions (0666 minus the umask), not the temp file's 0600."""
+class SaveError(CheckpointError):
+    """A file could not be written (disk full, no permission): the previous file at that path is intact."""
+
+
+def write_atomic(path: str | Path, *parts: bytes) -> Path:
+    """Write `parts` to path atomically (temp file in the same folder + fsync + rename): a reader sees the
+    old file or the new one, never a torn one. A failure (ENOSPC, EACCES, ...) removes the temp file and
+    raises SaveError in one line saying the previous file is intact. The file gets the usual permissions
+    (0666 minus the umask), not the temp file's 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        kept = f"the previous {path.name} is intact" if path.exists() else "nothing was written"
+        raise SaveError(f"could not write {path}: {e.strerror or e}; {kept}") from None
+    except BaseException:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
+    """Atomically write {kind, format, **payload} with its sha256 to path (write_atomic)."""
+    path = Path(path)
     buf = io.BytesIO()
     torch.save({"kind": kind, "format": FORMAT_VERSION, **payload}, buf)
     body = buf.getvalue()
     header = {"kind": kind, "format": FORMAT_VERSION, "sha256": hashlib.sha256(body).hexdigest(),
               "bytes": len(body)}
-    _remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + json.dumps(header).encode() + b"\n")
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    if path.parent.is_dir():
+        _remove_stale_temps(path)
+    return write_atomic(path, MAGIC + json.dumps(header).encode() + b"\n", body)
 
 
 def read_header(path: str | Path) -> dict | None:
@@ -93,10 +113,10 @@ def _unpickle(path: Path, data: bytes | Path, map_location) -> Any:
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return torch.load(src, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
+    except pickle.UnpicklingError:
         raise CheckpointError(
             f"refused to load {path}: it contains objects other than tensors and plain data, which could "
-            f"run code when loaded ({str(e).splitlines()[0]})") from e
+            "run code when loaded; use a checkpoint written by lbs") from None
     except Exception as e:  # torch raises many types for truncated/corrupt files
         raise CheckpointError(f"checkpoint {path} is corrupt or not a torch file: {e}") from e
 
@@ -132,7 +152,25 @@ def load(
         raise CheckpointError(f"{path} has format {fmt}, this lbs reads {FORMAT_VERSION}")
     if game is not None and blob.get("game") != game:
         raise CheckpointError(f"{path} is for game config {blob.get('game')}, expected {game}")
+    _check_finite(path, blob)
     return blob
+
+
+WEIGHT_KEYS = ("model", "target", "state_dict")
+"""Payload fields that hold a model's weights (blueprint: model and target; belief: Lightning's
+state_dict)."""
+
+
+def _check_finite(path: Path, blob: dict) -> None:
+    """Weights with NaN or Inf are refused: such a model plays (or samples) nonsense without failing."""
+    for key in WEIGHT_KEYS:
+        weights = blob.get(key)
+        if not isinstance(weights, dict):
+            continue
+        for name, t in weights.items():
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"checkpoint {path} has non-finite weights (NaN or Inf) in "
+                                      f"{key}.{name}: refused (the run that wrote it diverged)")
 
 
 def file_hash(path: str | Path) -> str:

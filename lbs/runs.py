@@ -1,7 +1,9 @@
 """A training run's life, written once for every trainer: its folder, the resume it may continue, the W&B run
 it logs to, and the one-line messages it prints (where it writes, why it stopped, what it saved).
 
-A run owns its folder; a new run never writes into a folder that holds another run. A resume reads a
+A run owns its folder: a process holds an exclusive lock on it (and a search its result file) for its whole
+life, so a second process on the same folder is refused in one line; a new run never writes into a folder
+that holds another run, nor a resume into a folder that holds a run other than its own. A resume reads a
 training state, never a weights-only (shipped) file; best.pt can be newer than the latest.pt a run resumes
 from, so the best so far is reconciled from both. A stop by a signal saves latest.pt, says so in one line
 and raises `Stopped`, whose signal gives the script its exit status.
@@ -9,6 +11,8 @@ and raises `Stopped`, whose signal gives the script its exit status.
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import os
 import secrets
 import signal
@@ -25,11 +29,17 @@ from .shards import process_rank
 
 RUN_FILES = ("latest.pt", "best.pt")
 WANDB_MODES = ("offline", "online", "disabled")
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "64-true")
+"""Lightning precisions a trainer's learner takes."""
 T = TypeVar("T")
 
 
 class RunDirError(ValueError):
     """A new run was pointed at a folder that already holds a run."""
+
+
+class InUseError(RunDirError):
+    """Another live process holds the folder or file (its lock)."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -41,17 +51,96 @@ class Stopped(KeyboardInterrupt):
 
 
 def default_out_dir(kind: str, preset: str) -> str:
-    """runs/<kind>/<preset>-<date>-<time>: every run its own readable folder."""
-    return str(Path("runs") / kind / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}")
+    """runs/<kind>/<preset>-<date>-<time>: every run its own readable folder, claimed by creating it (mkdir
+    is atomic), so two runs started in the same second get two folders (the second: ...-2). Ranks other
+    than 0 of a multi-process run only name it (rank 0 alone writes)."""
+    stamp = Path("runs") / kind / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if process_rank() != 0:
+        return str(stamp)
+    out, i = stamp, 1
+    while True:
+        try:
+            out.mkdir(parents=True)
+            return str(out)
+        except FileExistsError:
+            i += 1
+            out = stamp.with_name(f"{stamp.name}-{i}")
+        except OSError as e:
+            raise RunDirError(f"cannot make the run folder {out}: {e.strerror or e}") from None
 
 
-def check_out_dir(out: str | Path, resuming: bool, overwrite: bool) -> None:
-    """Refuse to start a new run in a folder that holds one, unless told to resume or overwrite it."""
+_HELD: dict[str, int] = {}
+"""Locks this process holds: lock file path -> open descriptor (kept open: the kernel drops the lock when
+the process dies, however it dies)."""
+
+
+def hold(lock: Path, what: str) -> Path:
+    """Take an exclusive lock on the file `lock` for the life of this process (released at exit, or by
+    `release`); InUseError naming `what` and the holder's pid when another live process holds it. A lock
+    taken by this process already is kept. The lock file is removed at a clean exit; a killed holder's
+    stale file is simply locked again (flock dies with its process)."""
+    key = str(Path(os.path.abspath(lock)))
+    if key in _HELD:
+        return lock
+    Path(key).parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise InUseError(f"{what} is in use by another process (pid {pid}); wait for it to end or "
+                             "choose another") from None
+        try:  # the holder we waited on may have removed the file: then lock the new one
+            same = os.fstat(fd).st_ino == os.stat(key).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD[key] = fd
+    return lock
+
+
+def release(lock: Path) -> None:
+    """Give up a lock taken by `hold` (its file removed first, while still held)."""
+    fd = _HELD.pop(str(Path(os.path.abspath(lock))), None)
+    if fd is not None:
+        Path(os.path.abspath(lock)).unlink(missing_ok=True)
+        os.close(fd)
+
+
+@atexit.register
+def _release_all() -> None:
+    for key in list(_HELD):
+        release(Path(key))
+
+
+def hold_folder(out: str | Path) -> None:
+    """Lock a run folder (out/.lock, the folder made if needed) for this process's life; rank 0 only (the
+    other ranks of one run write nothing)."""
+    if process_rank() == 0:
+        hold(Path(out) / ".lock", f"run folder {out}")
+
+
+def check_out_dir(out: str | Path, resuming: bool | str | Path, overwrite: bool) -> None:
+    """Refuse to start a new run in a folder that holds one, unless told to resume or overwrite it; refuse a
+    resume (`resuming`: the file it continues) into a folder that holds another run."""
     out = Path(out)
     held = [f for f in RUN_FILES if (out / f).exists()]
-    if held and not resuming and not overwrite:
-        raise RunDirError(f"{out} already holds a run ({', '.join(held)}): continue it with --resume "
-                          f"{out / 'latest.pt'}, replace it with --overwrite, or choose another --out_dir")
+    if not held or overwrite:
+        return
+    if not resuming:
+        cont = (f"continue it with --resume {out / 'latest.pt'}" if "latest.pt" in held else
+                "it has no latest.pt to continue (it stopped before its first one)")
+        raise RunDirError(f"{out} already holds a run ({', '.join(held)}): {cont}, replace it with "
+                          "--overwrite, or choose another --out_dir")
+    if isinstance(resuming, (str, Path)) and Path(resuming).resolve().parent != out.resolve():
+        raise RunDirError(f"{out} holds another run ({', '.join(held)}), not the one in "
+                          f"{Path(resuming).parent}: resume into an empty folder or the run's own")
 
 
 def say(msg: str) -> None:
@@ -112,7 +201,13 @@ class Lifecycle:
     unit: str
     """what the run counts ("update", "step"); its config's total is the field total_<unit>s"""
 
-    def check_folder(self, resuming: bool, overwrite: bool) -> None:
+    def check_folder(self, resuming: bool | str | Path, overwrite: bool) -> None:
+        """Lock the folder for this process, then refuse it if it holds another run (see check_out_dir);
+        also refused: a folder that cannot be written, before any work."""
+        try:
+            hold_folder(self.out)
+        except OSError as e:  # (a holder's refusal, InUseError, is not an OSError: it goes up as it is)
+            raise RunDirError(f"cannot write the run folder {self.out}: {e.strerror or e}") from None
         check_out_dir(self.out, resuming, overwrite)
 
     def training_state(self, path: str | Path, needs: tuple[str, ...], game: dict | None = None) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .acting import InitHidden, QFunction, play
+from .acting import InitHidden, QFunction, play, until_all_over
 from .graphs import Graphs
 from .hanabi import engine
 from .hanabi.config import GameConfig
@@ -85,7 +85,7 @@ def eval_games(
         state = engine.reset(game, seeds)
         with torch.no_grad():
             state, _ = play(game, state, q_fn, init_hidden(seeds.shape[0] * game.players), game.max_steps,
-                            graphs=graphs, weights=weights)
+                            graphs=graphs, weights=weights, hook=until_all_over(state.device))
         out["score"].append(state.score.cpu())
         out["perfect"].append((state.fireworks.sum(1) == game.max_score).cpu())
         out["bombed"].append((state.life_tokens <= 0).cpu())

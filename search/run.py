@@ -22,24 +22,28 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import itertools
 import json
+import signal
 import sys
-import time
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from lbs.ckpt import CheckpointError
+from lbs import cli
+from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names
 from lbs.hanabi.interop.text import playthrough
 from lbs.models import resolve_device
+from lbs.models.io import blueprint_identity
+from lbs.runs import InUseError, Stopped, StopSignals, hold, signal_name
 from lbs.search.agent import Progress, play_games
 from lbs.search.config import Mode, Sampler, SearchConfig
+from lbs.search.journal import Journal, play_kept, result_to_dict
 from lbs.search.report import summarize_run
 from lbs.search.setup import build_search
-from lbs.seeding import Stream, game_seeds
-from lbs.shards import launch, plan, rank_device
+from lbs.shards import launch, plan, process_rank, rank_device
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
@@ -120,21 +124,78 @@ def settings(args: argparse.Namespace, mode: Mode, cfg: SearchConfig, game, devi
             f"  search: {budget}: {fields}"]
 
 
+def result_file(args: argparse.Namespace, mode: Mode) -> Path:
+    """The JSON result this run writes, checked writable and locked for this process now (before any work):
+    --out, or runs/search/<mode>-<time>.json, made unique against runs started in the same second."""
+    if args.out:
+        out = cli.writable_file(args.out, "--out")
+        if out.exists() and not args.overwrite:
+            raise ValueError(f"{out} exists; pass --overwrite to replace it or choose another --out")
+        hold(out.with_name(f".{out.name}.lock"), f"the result file {out}")
+        return out
+    stamp = ROOT / "runs" / "search" / f"{mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    cli.writable_file(stamp.with_suffix(".json"), "--out")
+    for i in itertools.count(1):
+        out = stamp.with_name(f"{stamp.name}{f'-{i}' if i > 1 else ''}.json")
+        try:
+            if not out.exists():
+                hold(out.with_name(f".{out.name}.lock"), f"the result file {out}")
+                if not out.exists():
+                    return out
+        except InUseError:
+            pass
+
+
+def journal_key(mode: Mode, args: argparse.Namespace, setup) -> dict:
+    """What decides every game's moves (not how fast they are played): a rerun with these plays the same."""
+    search = {k: v for k, v in dataclasses.asdict(setup.cfg).items() if k not in ("max_rows", "cuda_graphs")}
+    belief = args.belief if mode.sampler is Sampler.BELIEF else None
+    return {"mode": str(mode), "seed": args.seed, "game": setup.game.to_dict(), "search": search,
+            "blueprint": blueprint_identity(args.blueprint), "belief": file_hash(belief) if belief else None}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    StopSignals(deferred=False).install()  # SIGTERM stops like Ctrl-C: the finished games are kept
+    kept: list[Journal] = []  # the run's journal, once it has one
+    try:
+        play(args, kept)
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        if process_rank() == 0:
+            print(f"search: {stop_line(signal_name(signum), args, kept[0] if kept else None)}",
+                  file=sys.stderr)
+        sys.exit(128 + signum)
+
+
+def stop_line(how: str, args: argparse.Namespace, journal: Journal | None) -> str:
+    """What a stop kept, in one line."""
+    kept = sum(n < args.games for n in journal.games) if journal is not None else 0
+    if not kept:
+        return f"stopped by {how} before any game finished: nothing kept"
+    return (f"stopped by {how}: {kept} of {args.games} games finished and kept in {journal.path}; run the "
+            f"same command again to play the other {max(args.games - kept, 0)}")
+
+
+def play(args: argparse.Namespace, kept: list[Journal]) -> None:
+    """The run: checks, the games (kept as they finish in a journal, put in `kept`), the report and the
+    result file."""
     try:
         mode = Mode.parse(args.mode)
         if min(args.games, args.batch_games, args.groups) < 1:
             raise ValueError(f"--games {args.games}, --batch-games {args.batch_games} and --groups "
                              f"{args.groups} must be >= 1")
+        cli.at_least("--show", args.show, 0)
+        cli.threads(args.threads)
         if args.profile and (args.groups > 1 or args.devices > 1):
             raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")
-        game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
+        cli.seed("--seed", args.seed)
         cfg = apply_overrides(PAPER if args.paper else QUICK, args)
         shard = plan(args.devices)
         device = rank_device(shard, resolve_device(args.device))
         if cfg.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
+        out = result_file(args, mode) if shard.main else None
         if mode.sampler is Sampler.BELIEF and args.belief is None and Path(args.blueprint).exists():
             if Path(args.blueprint).resolve() != (CHECKPOINTS / "blueprint_2p.pt").resolve():
                 raise ValueError("--belief is required with a blueprint other than the shipped one")
@@ -142,26 +203,33 @@ def main(argv: list[str] | None = None) -> None:
         belief = args.belief if mode.sampler is Sampler.BELIEF else None
         setup = build_search(mode, args.blueprint, belief, device, cfg, coalesce=args.groups > 1,
                              profile=args.profile)
-        out = Path(args.out) if args.out else \
-            ROOT / "runs" / "search" / f"{mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
-        if out.exists() and not args.overwrite:
+        try:
+            folder = Path(args.out).parent if args.out else ROOT / "runs" / "search"  # where a rerun looks
+            journal = Journal(folder, str(mode), journal_key(mode, args, setup), writer=shard.main)
+            kept.append(journal)
+        except BaseException:
             setup.close()
-            raise ValueError(f"{out} exists; pass --overwrite to replace it or choose another --out")
+            raise
     except (CheckpointError, ValueError) as e:
         sys.exit(f"search: {e}")
 
     game, cfg, timing = setup.game, setup.cfg, setup.timing
     if shard.main:
         print("\n".join(settings(args, mode, cfg, game, device, shard.world)), file=sys.stderr)
+        if journal.games:
+            print(f"search: {sum(n < args.games for n in journal.games)} of {args.games} games kept from "
+                  f"an earlier run of this command ({journal.path}): playing the rest", file=sys.stderr)
     bar = Bar(mode, len(shard.games(args.games)), args.no_progress or not shard.main)  # this process's games
     with launch(shard, device), torch.no_grad():
         if args.threads:  # after launch, which splits the CPU's threads between processes
             torch.set_num_threads(args.threads)
-        t0 = time.perf_counter()
-        results = play_games(setup, args.games, args.seed, args.batch_games, progress=bar, groups=args.groups,
-                             shard=shard)
-        seconds = time.perf_counter() - t0
-        bar.close()
+        try:
+            results, seconds = play_kept(setup, journal, args.games, args.seed, args.batch_games,
+                                         progress=bar, groups=args.groups, shard=shard)
+        except SaveError as e:
+            sys.exit(f"search: {e}")
+        finally:  # before a stop's line
+            bar.close()
         baseline = None
         if mode.searches and not args.no_blueprint_baseline:
             baseline = play_games(setup.blueprint_only(), args.games, args.seed, args.batch_games,
@@ -179,7 +247,6 @@ def main(argv: list[str] | None = None) -> None:
               f"rollout engine and bookkeeping {engine_s:.1f} s, the rest {rest:.1f} s")
     for r in results[: args.show]:
         print(playthrough(r.record, f"game {results.index(r)}"))
-    out.parent.mkdir(parents=True, exist_ok=True)
     search = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "depth"}
     blob = {
         "command": " ".join(sys.argv),
@@ -187,21 +254,13 @@ def main(argv: list[str] | None = None) -> None:
         "config": {**vars(args), **search},
         "summary": summary.to_dict(),
         "timing": vars(timing) if timing else None,
-        "games": [
-            {
-                "record": r.record.to_dict(),
-                "searched": r.searched,
-                "deviated": r.deviated,
-                "fallbacks": r.fallbacks,
-                "rollouts": r.rollouts,
-                "decisions": r.decisions,
-            }
-            for r in results
-        ],
+        "games": [result_to_dict(r) for r in results],
     }
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(blob) + "\n")
-    tmp.replace(out)
+    try:
+        write_atomic(out, json.dumps(blob).encode() + b"\n")
+    except SaveError as e:
+        sys.exit(f"search: {e}; the {len(results)} games stay kept in {journal.path}")
+    journal.remove()
     print(f"result: {out}")
 
 

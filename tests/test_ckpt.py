@@ -77,9 +77,21 @@ def test_hostile_file_is_refused_not_run(tmp_path, capsys):
                         ("hashed.pt", lambda p: ckpt.save(p, "blueprint", {"x": _Hostile()}))]:
         p = tmp_path / name
         write(p)
-        with pytest.raises(ckpt.CheckpointError, match="refused to load"):
+        with pytest.raises(ckpt.CheckpointError, match="refused to load") as e:
             ckpt.load(p, "blueprint")
         assert "pwned" not in capsys.readouterr().out
+        assert "weights_only" not in str(e.value) and len(str(e.value).splitlines()) == 1  # never "run it"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_weights_are_refused_at_load(tmp_path, bad):
+    good = {"w": torch.ones(3), "steps": torch.arange(3)}
+    ckpt.save(tmp_path / "ok.pt", "blueprint", {"model": good, "best": -float("inf")})  # a -inf best is data
+    assert ckpt.load(tmp_path / "ok.pt", "blueprint")["best"] == -float("inf")
+    for key in ("model", "target", "state_dict"):
+        p = ckpt.save(tmp_path / f"{key}.pt", "blueprint", {key: {**good, "w": torch.tensor([1.0, bad])}})
+        with pytest.raises(ckpt.CheckpointError, match=f"non-finite weights \\(NaN or Inf\\) in {key}.w"):
+            ckpt.load(p, "blueprint")
 
 
 def test_legacy_format_still_loads_with_weights_only(tmp_path):

@@ -2,12 +2,15 @@
 reconciliation and the W&B settings (the trainers' own tests run them end to end)."""
 
 import operator
+import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
 from lbs import ckpt
-from lbs.runs import Lifecycle, RunDirError, Stopped, stop_reason
+from lbs.runs import InUseError, Lifecycle, RunDirError, Stopped, check_out_dir, default_out_dir, stop_reason
 
 
 def test_stop_reason_names_the_signal_or_the_error():
@@ -49,3 +52,100 @@ def test_a_run_folder_its_resume_and_its_best(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("WANDB_MODE")
     new = life.wandb_settings("p", "g", "offline", None, [])
     assert new["mode"] == "offline" and len(new["id"]) == 8 and new["group"] == "g"
+
+
+HOLDER = """
+import sys
+from lbs.runs import hold_folder
+hold_folder(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def _holder(folder):
+    """A second real process that holds `folder` until its stdin closes."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_run_folder_has_one_holder_at_a_time(tmp_path):
+    out = tmp_path / "run"
+    proc = _holder(out)
+    try:
+        life = Lifecycle("blueprint", out, "update")
+        held = f"run folder {out} is in use by another process \\(pid {proc.pid}\\)"
+        with pytest.raises(InUseError, match=held):
+            life.check_folder(resuming=False, overwrite=False)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    life.check_folder(resuming=False, overwrite=False)  # the holder ended: the folder is free
+    assert (out / ".lock").read_text().strip() == str(os.getpid())
+
+
+def test_a_killed_holder_frees_its_folder(tmp_path):
+    out = tmp_path / "run"
+    proc = _holder(out)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert (out / ".lock").exists()  # kill -9 left its lock file; the kernel dropped its lock
+    Lifecycle("belief", out, "step").check_folder(resuming=False, overwrite=False)
+
+
+def test_default_folders_are_unique_within_one_second(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(time, "strftime", lambda fmt: "20260101-000000")
+    a, b, c = (default_out_dir("blueprint", "tiny") for _ in range(3))
+    assert len({a, b, c}) == 3 and all(Path(x).is_dir() for x in (a, b, c))
+    assert b.endswith("tiny-20260101-000000-2")
+
+
+def test_a_resume_into_a_folder_holding_another_run_is_refused(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    ckpt.save(b / "latest.pt", "blueprint", {"best": 20.0})
+    with pytest.raises(RunDirError, match="holds another run"):
+        check_out_dir(b, a / "latest.pt", overwrite=False)
+    check_out_dir(b, b / "latest.pt", overwrite=False)  # its own folder
+    check_out_dir(tmp_path / "empty", a / "latest.pt", overwrite=False)  # an empty folder
+
+
+def test_a_folder_with_best_only_names_no_missing_latest(tmp_path):
+    ckpt.save(tmp_path / "best.pt", "blueprint", {"best": 20.0})
+    with pytest.raises(RunDirError) as e:
+        check_out_dir(tmp_path, False, overwrite=False)
+    assert "--resume" not in str(e.value) and "no latest.pt" in str(e.value)
+
+
+def test_an_unwritable_run_folder_is_refused_before_any_work(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "file" / "run", Path("/proc/lbs-run")):
+        with pytest.raises(RunDirError, match="cannot write the run folder"):
+            Lifecycle("blueprint", bad, "update").check_folder(resuming=False, overwrite=False)
+
+
+def test_a_trainer_on_a_held_folder_is_refused_in_one_line(tmp_path):
+    """Two real processes: a trainer started on a folder another process holds exits non-zero with one line
+    and writes nothing there."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "run"
+    proc = _holder(out)
+    try:
+        r = subprocess.run([sys.executable, str(root / "train" / "blueprint.py"), "--out_dir", str(out)],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "WANDB_MODE": "disabled"})
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"blueprint: run folder {out} is in use by another process (pid {proc.pid}); wait for it to end or "
+        "choose another"]
+    assert sorted(p.name for p in out.iterdir()) == []  # the holder's lock went with it

@@ -147,3 +147,48 @@ def test_scratch_results_of_the_same_second_get_their_own_names(tmp_path, monkey
     assert first.name == "table1_20261122-120000.md" and second.name == "table1_20261122-120000-2.md"
     assert common.result_path("table1", None, str(tmp_path)).name == "table1_20261122-120000-3.md"
     assert first.read_text() == "run 1"
+
+
+def test_a_stopped_table_keeps_the_mode_in_play_and_a_rerun_resumes(tmp_path):
+    """SIGTERM while a mode plays: one line says what was kept; the same command again plays only the
+    games the journal lacks and writes the whole table."""
+    import os
+    import re
+    import signal
+    import time
+
+    root = SCRIPT.parent.parent
+    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "checkpoints" / "blueprint_2c.pt"),
+           "--belief", str(root / "checkpoints" / "belief_2c.pt"), "--modes", "blueprint", "lbs-1",
+           "--games", "5", "--batch-games", "1", "--rollouts", "170", "--min-rollouts", "10",
+           "--threads", "1", "--out", str(tmp_path / "scratch")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    end = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < end:  # two finished games of lbs-1
+        found = list((tmp_path / "scratch").glob(".table1-lbs-1-*.journal"))
+        if found and len(found[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("table1: stopped by SIGTERM: ") and "games of the mode in play are kept in" in last
+    kept = int(re.search(r"(\d+) of 5 games of the mode in play", last).group(1))
+    again = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"lbs-1: {kept} of 5 games kept from an earlier run" in again.stderr
+    (result,) = (tmp_path / "scratch").glob("table1_*.json")  # the stopped run wrote no partial lbs-1 row
+    assert len(json.loads(result.read_text())["scores"]["lbs-1"]) == 5
+    assert not list((tmp_path / "scratch").glob(".table1-*.journal"))
+
+
+def test_combine_refuses_a_file_that_is_not_a_table1_result(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"summary": {}, "games": []}))  # a search/run.py result
+    r = subprocess.run([sys.executable, str(SCRIPT), "--combine", str(other), "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        f"table1 --combine: {other} is not a table1 result (the .json with scores and summaries)"]

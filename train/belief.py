@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from lbs import ckpt
+from lbs import ckpt, cli
 from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
-from lbs.belief.trainer import BeliefTrainer
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BELIEF_KIND as KIND
 from lbs.models import stored_blueprint_path
@@ -60,11 +60,12 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
             args.out_dir = str(Path(args.resume).parent)
     else:
         if blueprint is None:
-            ap.error("--blueprint is required (unless --resume names a belief checkpoint)")
+            raise ValueError("--blueprint is required (unless --resume names a belief checkpoint)")
         cfg = apply_preset(args.preset)
-        if args.out_dir is None:
-            args.out_dir = default_out_dir("belief", args.preset)
-    return apply_overrides(cfg, args), blueprint
+    cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
+    if args.out_dir is None:
+        cfg = replace(cfg, out_dir=default_out_dir("belief", args.preset))
+    return cfg, blueprint
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,16 +73,20 @@ def main(argv: list[str] | None = None) -> None:
     pre.add_argument("--preset", default="tiny")
     ap = parser(pre.parse_known_args(argv)[0].preset)
     args = ap.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     try:  # everything before training is user input: errors are one line
+        if cli.threads(args.threads):
+            torch.set_num_threads(args.threads)
         cfg, blueprint = build(args, ap)
+        from lbs.belief.trainer import BeliefTrainer  # Lightning: imported once the flags are checked
+
         trainer = BeliefTrainer(cfg, blueprint, resume=args.resume, progress=not args.no_progress,
                                 overwrite=args.overwrite)
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"belief: {e}")
     try:
         result = trainer.run(tags=[f"preset:{args.preset}"] if not args.resume else [])
+    except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
+        sys.exit(f"belief: {e}")
     except Stopped as e:
         sys.exit(128 + e.signum)
     if result is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from lbs import ckpt
@@ -29,7 +30,6 @@ from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_di
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
 from lbs.rl.config import PRESETS, TrainConfig, apply_preset
-from lbs.rl.trainer import Trainer
 from lbs.runs import Stopped, default_out_dir, say
 
 
@@ -55,9 +55,10 @@ def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
             args.out_dir = str(Path(args.resume).parent)
     else:
         cfg = apply_preset(args.preset)
-        if args.out_dir is None:
-            args.out_dir = default_out_dir("blueprint", args.preset)
-    return apply_overrides(cfg, args), args.resume
+    cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
+    if args.out_dir is None:
+        cfg = replace(cfg, out_dir=default_out_dir("blueprint", args.preset))
+    return cfg, args.resume
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,11 +70,15 @@ def main(argv: list[str] | None = None) -> None:
         device = resolve_device(cfg.device)
         if device.type == "cpu" and args.preset == "paper" and not resume:
             say("warning: the paper preset runs on the CPU here (no CUDA): expect days, not hours")
+        from lbs.rl.trainer import Trainer  # Lightning: imported once the flags are checked
+
         trainer = Trainer(cfg, resume=resume, progress=not args.no_progress, overwrite=args.overwrite)
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"blueprint: {e}")
     try:
         result = trainer.run(tags=[f"preset:{args.preset}"] if not resume else [])
+    except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
+        sys.exit(f"blueprint: {e}")
     except Stopped as e:  # the other ranks exit 0: Lightning's launcher ends the run when one exits non-zero
         sys.exit(128 + e.signum if trainer.is_main else 0)
     if result is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lbs import cli
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
@@ -24,7 +25,6 @@ from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer
 from lbs.models import is_rule_bot, load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
-from lbs.seeding import Stream, game_seeds
 from lbs.shards import launch, plan, rank_device
 
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.games < 1 or args.batch < 1:
             raise ValueError(f"--games {args.games} and --batch {args.batch} must be >= 1")
-        game_seeds(Stream.EVAL, args.seed, 1)  # checks the seed's range
+        cli.seed("--seed", args.seed)
         shard = plan(args.devices)
         device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":

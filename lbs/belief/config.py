@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
+from ..configs import check, is_int
 from ..models.belief import BeliefConfig
-from ..runs import WANDB_MODES
+from ..models.io import DEVICE_NAMES, is_device_name
+from ..runs import PRECISIONS, WANDB_MODES
+from ..seeding import MAX_SEED
 
 
 @dataclass
@@ -89,11 +93,18 @@ class BeliefTrainConfig:
         if self.min_replay > self.replay_capacity:
             raise ValueError(f"BeliefTrainConfig.min_replay={self.min_replay} exceeds replay_capacity="
                              f"{self.replay_capacity}: learning would never start")
-        if not (self.lr > 0 and self.adam_eps > 0 and self.grad_clip > 0):
+        if not (self.lr > 0 and self.adam_eps > 0 and self.grad_clip > 0):  # (NaN fails these too)
             raise ValueError("BeliefTrainConfig: lr, adam_eps and grad_clip must be > 0")
-        if self.data_ratio < 0 or self.max_minutes < 0:
+        if not (self.data_ratio >= 0 and self.max_minutes >= 0):
             raise ValueError(f"BeliefTrainConfig: data_ratio={self.data_ratio} and max_minutes="
                              f"{self.max_minutes} must be >= 0")
+        for name in ("lr", "adam_eps", "grad_clip", "data_ratio", "max_minutes"):
+            check(self, name, math.isfinite(getattr(self, name)), "a finite number")
+        for name in ("seed", "eval_seed"):
+            check(self, name, is_int(getattr(self, name)) and 0 <= getattr(self, name) <= MAX_SEED,
+                  f"an int in 0..{MAX_SEED}")
+        check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
+        check(self, "device", is_device_name(self.device), DEVICE_NAMES)
         if self.wandb_mode not in WANDB_MODES:
             raise ValueError(f"BeliefTrainConfig.wandb_mode={self.wandb_mode!r}: choose from {WANDB_MODES}")
 

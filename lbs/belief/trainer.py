@@ -154,11 +154,16 @@ class _PeriodicCheckpoint(pl.Callback):
     def __init__(self, path: Path, every: int):
         self.path, self.every, self.saved_step = path, every, -1
         self.exception: BaseException | None = None
+        self.failed: ckpt.SaveError | None = None  # the last failed write (disk full): latest.pt is older
 
     def _save(self, trainer) -> None:
         if trainer.global_step != self.saved_step:
-            trainer.save_checkpoint(self.path, weights_only=False)
-            self.saved_step = trainer.global_step
+            try:
+                trainer.save_checkpoint(self.path, weights_only=False)
+            except ckpt.SaveError as e:
+                self.failed = e
+                raise
+            self.saved_step, self.failed = trainer.global_step, None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % self.every == 0 or trainer.global_step >= trainer.max_steps:
@@ -169,7 +174,10 @@ class _PeriodicCheckpoint(pl.Callback):
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.exception = exception
-        self._save(trainer)
+        try:
+            self._save(trainer)
+        except ckpt.SaveError:  # kept in self.failed; the run's closing line says it
+            pass
 
 
 class _Validation(pl.Callback):
@@ -188,8 +196,13 @@ class _Validation(pl.Callback):
                    "val/nll_grounded": ev.nll_grounded}
             trainer.logger.log_metrics(val, step=trainer.global_step)
         if ev.nll_learned < pl_module.best_val:
+            before = pl_module.best_val, pl_module.best_step
             pl_module.best_val, pl_module.best_step = ev.nll_learned, trainer.global_step
-            trainer.save_checkpoint(self.path, weights_only=False)
+            try:  # the new best counts only once best.pt holds it (a stop mid-write keeps the old one)
+                trainer.save_checkpoint(self.path, weights_only=False)
+            except BaseException:
+                pl_module.best_val, pl_module.best_step = before
+                raise
 
 
 # ---- the run ---------------------------------------------------------------------------------------
@@ -220,7 +233,7 @@ class BeliefTrainer:
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
         self.life = Lifecycle(KIND, self.out, "step")
-        self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
+        self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
         sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
@@ -311,6 +324,9 @@ class BeliefTrainer:
                 self.data.stop()
                 wandb.finish()
                 reason, stop = stop_reason(saver.exception or e, sigterm=trainer.received_sigterm)
+                if saver.failed is not None:  # never "saved": latest.pt holds an earlier step, or nothing
+                    step = trainer.global_step
+                    raise ckpt.SaveError(f"{reason} at step {step}, but {saver.failed}") from None
                 self.life.end(reason, trainer.global_step, saver.path)
                 if stop is not None:
                     raise stop from None

@@ -31,7 +31,6 @@ from torch import nn
 from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from ..hanabi.engine import device_tables, tables
 
-NO, MAYBE, YES = 0, 1, 2
 MAX_LIVES = 3
 """The reference's end-game table (when to play a card it only hopes is playable) is written for 3 lives."""
 
@@ -42,8 +41,10 @@ class SmartBotState(NamedTuple):
 
     possible: torch.Tensor  # [R, P, H] int32 bit mask of the identities each card may be, observer first
     seat: torch.Tensor  # [R] long: the observer's absolute seat (a discard finesse scans seats in order)
-    fireworks: torch.Tensor  # [R, C] long: cards played per colour, as last seen
-    seen: torch.Tensor  # [R, T] long: copies played or discarded per card id, as last seen
+    playable: torch.Tensor  # [R] int32: the board as last seen (_Board's masks), so it is computed once
+    worthless: torch.Tensor  # [R] int32
+    valuable: torch.Tensor  # [R] int32
+    used: torch.Tensor  # [R] long: cards played or discarded, as last seen
     deck: torch.Tensor  # [R] long: cards left in the deck as last seen; -1 before the first observation
     hints: torch.Tensor  # [R] long: hint tokens as last seen
     batch_dim = 0  # rows first, unlike an LSTM's HiddenState (no annotation: a class constant, not a field)
@@ -75,21 +76,20 @@ class _Board(NamedTuple):
     playable: torch.Tensor
     worthless: torch.Tensor
     valuable: torch.Tensor
-    seen: torch.Tensor  # [R, T] long
 
 
 @dataclass(frozen=True)
 class _Masks:
     """A game's constant tables: identity bit masks (int32, card ids < 25) per card, colour, rank and hint
-    (colours then ranks), and what decoding an observation needs."""
+    (colours then ranks), and the observation decoder."""
 
     card: torch.Tensor  # [T] int32: 1 << t
     color: torch.Tensor  # [C] int32
     rank: torch.Tensor  # [K] int32
     hint: torch.Tensor  # [C + K] int32
     full: int
-    instances: torch.Tensor  # [N, T] float: physical card (a bit of the discard thermometer) -> its card id
-    type_order: torch.Tensor  # [4] long: the last-action section's move-type bits -> move type
+    decoder: torch.Tensor  # [prefix, F] float: observation bits -> the fields SmartBot reads (_decoder)
+    fields: tuple[tuple[str, int], ...]  # the decoder's columns: (field, width) in order
 
 
 @device_tables
@@ -99,10 +99,9 @@ def _masks(game: GameConfig, device: torch.device) -> _Masks:
     card = (torch.ones(t, dtype=torch.int32) << ids.int())
     color = torch.stack([card[ids // game.ranks == c].sum() for c in range(game.colors)]).int()
     rank = torch.stack([card[ids % game.ranks == r].sum() for r in range(game.ranks)]).int()
-    inst = tables(game, torch.device("cpu")).instance_card
+    decoder, fields = _decoder(game)
     return _Masks(card.to(device), color.to(device), rank.to(device), torch.cat([color, rank]).to(device),
-                  (1 << t) - 1, (inst[:, None] == ids).float().to(device),
-                  torch.tensor(LAST_ACTION_TYPE_ORDER, device=device))
+                  (1 << t) - 1, decoder.to(device), fields)
 
 
 def check_game(game: GameConfig) -> None:
@@ -138,12 +137,14 @@ class SmartBot(nn.Module):
         g = self.game
         dev = torch.device(device) if device is not None else self.device
         z = torch.zeros(rows, dtype=torch.long, device=dev)
+        bd = board(g, torch.zeros(rows, g.colors, dtype=torch.long, device=dev),
+                   torch.zeros(rows, g.card_types, dtype=torch.long, device=dev))
         return SmartBotState(
             possible=torch.full((rows, g.players, g.hand_size), _masks(g, dev).full, dtype=torch.int32,
                                 device=dev),
             seat=torch.arange(rows, device=dev) % g.players,
-            fireworks=torch.zeros(rows, g.colors, dtype=torch.long, device=dev),
-            seen=torch.zeros(rows, g.card_types, dtype=torch.long, device=dev),
+            playable=bd.playable, worthless=bd.worthless, valuable=bd.valuable,
+            used=z,
             deck=z - 1,
             hints=z,
         )
@@ -156,7 +157,7 @@ class SmartBot(nn.Module):
         g = self.game
         ob = decode(g, priv)
         bd = board(g, ob.fireworks, ob.seen)
-        possible = advance(g, state, ob, bd)
+        possible = advance(g, state, ob)
         # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
         n = priv.shape[0] // g.players
         moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
@@ -165,7 +166,14 @@ class SmartBot(nn.Module):
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
         scores[:, g.num_moves] = 1.0
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
-        return scores, SmartBotState(possible, state.seat, ob.fireworks, ob.seen, ob.deck, ob.hints)
+        return scores, SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
+
+
+    def reads_hands(self, priv: torch.Tensor, state: SmartBotState) -> torch.Tensor:
+        """[R] bool: stepping this state on priv reads the partners' cards into its knowledge (a discard
+        finesse), so what a row's seat sees of other hands changes its state, not only its move. Search
+        asks this to know when the searcher's unseen cards enter the partners' shared state."""
+        return discard_finesse(self.game, state, decode(self.game, priv))
 
 
 def _rows_of(fields: NamedTuple, rows: torch.Tensor) -> NamedTuple:
@@ -174,43 +182,74 @@ def _rows_of(fields: NamedTuple, rows: torch.Tensor) -> NamedTuple:
 
 
 # ---- reading observations -------------------------------------------------------------------------------
+def _decoder(game: GameConfig) -> tuple[torch.Tensor, tuple[tuple[str, int], ...]]:
+    """Every field SmartBot reads is linear in the observation's bits: a one-hot section's index + 1 is
+    its product with 1..W, a thermometer's count its sum, a discard count per card id a sum over that id's
+    copies. So one matrix [prefix, F] decodes them all in one product; returns it (float, CPU) with the
+    fields' (name, width) in column order. prefix: the sections up to the last action's card."""
+    g, lay = game, game.layout
+    prefix = lay.slices["last_action.card"].stop
+    cols: list[torch.Tensor] = []
+    fields: list[tuple[str, int]] = []
+
+    def add(name: str, section: str, weights: torch.Tensor) -> None:  # weights [section width, width]
+        sl = lay.slices[section]
+        block = torch.zeros(prefix, weights.shape[1])
+        block[sl] = weights
+        cols.append(block)
+        fields.append((name, weights.shape[1]))
+
+    def one_hot(width: int, groups: int = 1) -> torch.Tensor:  # index + 1 of each of `groups` one-hots
+        return torch.block_diag(*[torch.arange(1.0, width + 1)[:, None]] * groups)
+
+    def count(width: int) -> torch.Tensor:
+        return torch.ones(width, 1)
+
+    h, t = g.hand_size, g.card_types
+    add("hands", "hands.cards", one_hot(t, (g.players - 1) * h))
+    add("missing", "hands.missing", torch.eye(g.players))
+    add("deck", "board.deck", count(g.max_deck_after_deal))
+    add("fireworks", "board.fireworks", one_hot(g.ranks, g.colors))
+    add("hints", "board.info", count(g.max_info_tokens))
+    add("lives", "board.lives", count(g.max_life_tokens))
+    inst = tables(game, torch.device("cpu")).instance_card
+    add("discarded", "discards", (inst[:, None] == torch.arange(t)).float())
+    add("actor", "last_action.actor", one_hot(g.players))
+    add("kind", "last_action.type", torch.tensor(LAST_ACTION_TYPE_ORDER, dtype=torch.float)[:, None] + 1)
+    for part in ("target", "color", "rank", "slot", "card"):
+        add(part, f"last_action.{part}", one_hot(lay.slices[f"last_action.{part}"].stop
+                                                 - lay.slices[f"last_action.{part}"].start))
+    add("reveal", "last_action.reveal", torch.eye(h))
+    return torch.cat(cols, 1), tuple(fields)
+
+
 def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
-    """The sections of canonical observations [R, D] SmartBot reads, as indices and counts (one-hot sections
-    through a product with 1..W, so no section is scanned twice)."""
-    g, lay, tb = game, game.layout, tables(game, obs.device)
-    n, p, h, t, c, k = obs.shape[0], g.players, g.hand_size, g.card_types, g.colors, g.ranks
-    dev = obs.device
-    x = obs if obs.is_floating_point() else obs.float()
-
-    def index(v: torch.Tensor) -> torch.Tensor:  # one-hot [..., W] -> index, -1 if empty
-        return (v @ torch.arange(1, v.shape[-1] + 1, dtype=v.dtype, device=dev)).long() - 1
-
-    def count(v: torch.Tensor) -> torch.Tensor:  # thermometer [..., W] -> count
-        return v.sum(-1).long()
-
-    others = index(lay.view(x, "hands.cards").reshape(n, p - 1, h, t))
-    hands = torch.cat([torch.full((n, 1, h), -1, dtype=torch.long, device=dev), others], 1)
-    size = h - lay.view(x, "hands.missing").long()  # [R, P]
-    fireworks = index(lay.view(x, "board.fireworks").reshape(n, c, k)) + 1
-    discarded = lay.view(x, "discards") @ _masks(game, dev).instances
-    played = tb.card_rank[None, :] < fireworks[:, tb.card_color]
-    kind = index(lay.view(x, "last_action.type"))
+    """The sections of canonical observations [R, D] SmartBot reads, as indices and counts (one product
+    with _decoder's matrix, then integer work on its few columns)."""
+    g, tb, mk = game, tables(game, obs.device), _masks(game, obs.device)
+    n, p, h = obs.shape[0], g.players, g.hand_size
+    x = obs[:, : mk.decoder.shape[0]]
+    cols = ((x if x.is_floating_point() else x.float()) @ mk.decoder).long()
+    f = dict(zip((name for name, _ in mk.fields), cols.split([w for _, w in mk.fields], 1), strict=True))
+    hands = torch.cat([torch.zeros(n, 1, h, dtype=torch.long, device=obs.device),
+                       f["hands"].reshape(n, p - 1, h)], 1) - 1
+    played = tb.card_rank[None, :] < f["fireworks"][:, tb.card_color]
     return _Obs(
         hands=hands,
-        present=torch.arange(h, device=dev) < size[..., None],
-        fireworks=fireworks,
-        seen=discarded.long() + played.long(),
-        deck=count(lay.view(x, "board.deck")),
-        hints=count(lay.view(x, "board.info")),
-        lives=count(lay.view(x, "board.lives")),
-        actor=index(lay.view(x, "last_action.actor")),
-        kind=torch.where(kind >= 0, _masks(game, dev).type_order[kind.clamp(min=0)], -1),
-        target=index(lay.view(x, "last_action.target")),
-        color=index(lay.view(x, "last_action.color")),
-        rank=index(lay.view(x, "last_action.rank")),
-        reveal=lay.view(x, "last_action.reveal") != 0,
-        slot=index(lay.view(x, "last_action.slot")),
-        card=index(lay.view(x, "last_action.card")),
+        present=torch.arange(h, device=obs.device) < h - f["missing"][..., None],
+        fireworks=f["fireworks"],
+        seen=f["discarded"] + played.long(),
+        deck=f["deck"][:, 0],
+        hints=f["hints"][:, 0],
+        lives=f["lives"][:, 0],
+        actor=f["actor"][:, 0] - 1,
+        kind=f["kind"][:, 0] - 1,
+        target=f["target"][:, 0] - 1,
+        color=f["color"][:, 0] - 1,
+        rank=f["rank"][:, 0] - 1,
+        reveal=f["reveal"] != 0,
+        slot=f["slot"][:, 0] - 1,
+        card=f["card"][:, 0] - 1,
     )
 
 
@@ -228,7 +267,7 @@ def board(game: GameConfig, fireworks: torch.Tensor, seen: torch.Tensor) -> _Boa
     below = (gone.cumsum(-1) - gone).reshape(-1, game.card_types) > 0  # a gone rank below this one
     worthless = (rank < f) | below
     valuable = (seen == tb.card_counts - 1) & ~worthless
-    return _Board(_to_mask(game, rank == f), _to_mask(game, worthless), _to_mask(game, valuable), seen)
+    return _Board(_to_mask(game, rank == f), _to_mask(game, worthless), _to_mask(game, valuable))
 
 
 # ---- card-knowledge arithmetic on bit masks -------------------------------------------------------------
@@ -241,10 +280,21 @@ def popcount(m: torch.Tensor) -> torch.Tensor:
     return (m + (m >> 16)) & 0x3F
 
 
-def tri(m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """NO / MAYBE / YES: a card with identity set m is in table (masks, broadcast); YES when every identity
-    is (an empty set counts as YES, as in the reference)."""
-    return torch.where((m & ~table) == 0, YES, torch.where((m & table) != 0, MAYBE, NO))
+# The reference's three-valued "is this card in the table" (YES / MAYBE / NO), as one bool per answer: a card
+# with identity set m (masks broadcast against table). An empty set counts as YES, as in the reference.
+def all_in(m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """YES: every identity the card may be is in table."""
+    return (m & ~table) == 0
+
+
+def maybe_in(m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """MAYBE: some identities are in table and some are not."""
+    return ((m & table) != 0) & ((m & ~table) != 0)
+
+
+def none_in(m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """NO: none is (and the set is not empty)."""
+    return ((m & table) == 0) & (m != 0)
 
 
 def prob(game: GameConfig, m: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -305,9 +355,9 @@ def next_discard(game: GameConfig, m: torch.Tensor, present: torch.Tensor, bd: _
     """The slot a player with cards m [R, H] discards next; -1 if they would rather play or throw away a
     card (one known playable or worthless) or every card is known valuable: the card most likely worthless
     among those not known valuable, the oldest on ties."""
-    sure = (tri(m, bd.playable[:, None]) == YES) | (tri(m, bd.worthless[:, None]) == YES)
+    sure = all_in(m, bd.playable[:, None]) | all_in(m, bd.worthless[:, None])
     block = (present & sure).any(-1)
-    cand = present & (tri(m, bd.valuable[:, None]) != YES)
+    cand = present & ~all_in(m, bd.valuable[:, None])
     idx = torch.where(cand, prob(game, m, bd.worthless[:, None]), -1.0).argmax(-1)
     return torch.where(block | ~cand.any(-1), -1, idx)
 
@@ -316,7 +366,7 @@ def could_be_valuable_with_rank(game: GameConfig, m: torch.Tensor, rank: torch.T
                                 bd: _Board) -> torch.Tensor:
     """[R]: a card m [R] whose value is open may be valuable if it has rank `rank` [R] (-1: never)."""
     with_rank = m & _masks(game, m.device).rank[rank.clamp(min=0)]
-    return (rank >= 0) & (with_rank != 0) & (tri(m, bd.valuable) == MAYBE) & ((with_rank & bd.valuable) != 0)
+    return (rank >= 0) & (with_rank != 0) & maybe_in(m, bd.valuable) & ((with_rank & bd.valuable) != 0)
 
 
 def no_warning_given(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, mover: torch.Tensor,
@@ -334,11 +384,11 @@ def no_warning_given(game: GameConfig, possible: torch.Tensor, present: torch.Te
 
 
 # ---- reading a move into the knowledge ------------------------------------------------------------------
-def advance(game: GameConfig, state: SmartBotState, ob: _Obs, bd: _Board) -> torch.Tensor:
-    """The knowledge [R, P, H] at the start of this turn (bd: the board now): the last move read in, then
-    every unknown card cleared of the identities all of whose copies are accounted for."""
+def advance(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """The knowledge [R, P, H] at the start of this turn: the last move read in, then every unknown card
+    cleared of the identities all of whose copies are accounted for."""
     possible = observe(game, state, ob) & torch.where(ob.present, -1, 0).int()
-    return settle(game, possible, ob.present, bd)
+    return settle(game, possible, ob.present, ob.seen)
 
 
 def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
@@ -346,8 +396,8 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     g, mk = game, _masks(game, ob.deck.device)
     p, h = g.players, g.hand_size
     possible = state.possible
-    moved = (state.deck >= 0) & ((ob.hints != state.hints) | (ob.seen.sum(1) != state.seen.sum(1)))
-    pre = board(g, state.fireworks, state.seen)
+    moved = _moved(state, ob)
+    pre = _Board(state.playable, state.worthless, state.valuable)
     present = possible != 0  # hands before the move
     mover = ob.actor.clamp(min=0)
     is_card = moved & ((ob.kind == PLAY) | (ob.kind == DISCARD))
@@ -361,9 +411,7 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
                                 to_discard)
     # discarding a card known to be playable: the first partner (in seat order) holding it newest has it,
     # and if I see nobody, I have it
-    thrown = _slot(_player(possible, mover), ob.slot)
-    known, _ = known_card(thrown)
-    finesse = is_card & (ob.kind == DISCARD) & known & (tri(thrown, pre.playable) == YES)
+    finesse = discard_finesse(g, state, ob)
     newest_slot = present.sum(-1) - 1  # [R, P]
     newest = ob.hands.gather(2, newest_slot.clamp(min=0)[..., None]).squeeze(2)  # [R, P], -1 for me
     rel = torch.arange(p, device=possible.device)
@@ -382,6 +430,19 @@ def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     shifted = torch.where(idx[None, :] == h - 1, drawn[:, None], shifted)
     possible = _put_player(possible, mover, shifted, is_card)
     return _observe_hint(g, possible, present, state, ob, is_hint, pre, to_discard)
+
+
+def _moved(state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """[R]: a move was made since the state last read the board (not before the first observation)."""
+    return (state.deck >= 0) & ((ob.hints != state.hints) | (ob.seen.sum(1) != state.used))
+
+
+def discard_finesse(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
+    """[R]: the last move discarded a card its player knew to be playable, so the observer reads the
+    partners' newest cards to locate it (the one knowledge update that depends on a hand it sees)."""
+    thrown = _slot(_player(state.possible, ob.actor.clamp(min=0)), ob.slot)
+    known, _ = known_card(thrown)
+    return _moved(state, ob) & (ob.kind == DISCARD) & known & all_in(thrown, state.playable)
 
 
 def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, state: SmartBotState,
@@ -405,10 +466,9 @@ def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tenso
     in_hand = _player(present, to)
     touched = ob.reveal & in_hand
     new = torch.where(touched, cards & hinted, cards & ~hinted)
-    was_maybe = in_hand & (tri(cards, pre.playable[:, None]) == MAYBE)
-    now = tri(new, pre.playable[:, None])
-    identified = (was_maybe & (now == YES)).any(1)
-    inferred = was_maybe & touched & (now == MAYBE)
+    was_maybe = in_hand & maybe_in(cards, pre.playable[:, None])
+    identified = (was_maybe & all_in(new, pre.playable[:, None])).any(1)
+    inferred = was_maybe & touched & maybe_in(new, pre.playable[:, None])
     newest = torch.where(inferred, torch.arange(h, device=cards.device), -1).max(1).values
     mark = is_hint & ~identified & (newest >= 0) & ~warning & ~reclaim
     new = torch.where(_at(h, newest, mark), new & pre.playable[:, None], new)
@@ -417,7 +477,8 @@ def _observe_hint(game: GameConfig, possible: torch.Tensor, present: torch.Tenso
     return no_warning_given(g, possible, present, mover, is_hint & (to != nxt), state.deck, state.hints, pre)
 
 
-def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, bd: _Board) -> torch.Tensor:
+def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor,
+           seen: torch.Tensor) -> torch.Tensor:
     """Rule out of every unknown card the identities whose copies are all played, discarded or located in a
     known card, again while that locates new cards (at most once per card in the hands, plus one). On the
     CPU the rounds stop at the fixed point (the rounds after it change nothing); on an accelerator all
@@ -427,7 +488,7 @@ def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor, bd: 
     for _ in range(game.players * game.hand_size + 1):
         known, card = known_card(possible)
         located = _counts(game, torch.where(known & present, card, -1))
-        gone = _to_mask(game, bd.seen + located >= tb.card_counts)
+        gone = _to_mask(game, seen + located >= tb.card_counts)
         new = torch.where(known, possible, possible & ~gone[:, None, None])
         if early and torch.equal(new, possible):
             break
@@ -449,23 +510,22 @@ def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board) -> to
     mine, here = possible[:, 0], ob.present[:, 0]  # [R, H]
     # my cards as I see them: also ruling out the identities whose copies I see elsewhere
     known, card = known_card(mine)
-    seen = bd.seen + _counts(g, ob.hands) + _counts(g, torch.where(known & here, card, -1))
+    seen = ob.seen + _counts(g, ob.hands) + _counts(g, torch.where(known & here, card, -1))
     eye = torch.where(known, mine, mine & ~_to_mask(g, seen >= tb.card_counts)[:, None])
     playable, worthless = bd.playable[:, None], bd.worthless[:, None]
-    play, eye_play = tri(mine, playable), tri(eye, playable)
+    play_yes, play_no = all_in(mine, playable), none_in(mine, playable)
 
     # play the card I know (or see) is playable: one nobody knows I know first, then the lowest
-    ok = here & (play != NO) & (eye_play == YES)
+    ok = here & ~play_no & all_in(eye, playable)
     eye_rank = card_rank(g, eye)
-    fit = torch.where(eye_rank >= 0, k - eye_rank, k + 2).float() + 100.0 * (play != YES).float()
+    fit = torch.where(eye_rank >= 0, k - eye_rank, k + 2).float() + 100.0 * (~play_yes).float()
     play_low, can_play_low = torch.where(ok, fit, -1.0).argmax(1), ok.any(1)
     # a mystery card when the deck is nearly out: the likeliest playable, the newest on ties
-    ok = here & (eye_play == MAYBE)
+    ok = here & maybe_in(eye, playable)
     mystery = h - 1 - torch.where(ok, prob(g, eye, playable), -1.0).flip(1).argmax(1)
     can_mystery = (ob.deck <= torch.where(ob.lives >= MAX_LIVES, 3, 1)) & ok.any(1)
     # a card known (or seen) to be worthless: the one others are least sure of first
-    worth = tri(mine, worthless)
-    ok = here & ((worth == YES) | ((worth == MAYBE) & (tri(eye, worthless) == YES)))
+    ok = here & (all_in(mine, worthless) | (maybe_in(mine, worthless) & all_in(eye, worthless)))
     junk, can_junk = torch.where(ok, 2.0 - prob(g, mine, worthless).double(), -1.0).argmax(1), ok.any(1)
     old = next_discard(g, mine, here, bd)
     # every card valuable: the highest rank I know
@@ -481,7 +541,7 @@ def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board) -> to
     # discard finesse: a known playable card that exactly one partner holds as their newest card
     newest = ob.hands[:, 1:].gather(2, (ob.present[:, 1:].sum(-1) - 1).clamp(min=0)[..., None])[..., 0]
     copies = (newest[:, None, :] == card[:, :, None]).sum(-1)  # [R, H]
-    ok = here & known & (card >= 0) & (tri(mine, bd.valuable[:, None]) == NO) & (play == YES) & (copies == 1)
+    ok = here & known & (card >= 0) & none_in(mine, bd.valuable[:, None]) & play_yes & (copies == 1)
     finesse = ok.long().argmax(1)
     # all tokens: a rank hint on the oldest card of the player before me (no discard is allowed)
     full_hints = rank_hint(g, p - 1, tb.card_rank[ob.hands[:, p - 1, 0].clamp(min=0)])
@@ -530,10 +590,9 @@ def best_hints(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board,
     match = (((hint >> cards[:, :, None, :]) & 1) == 1) & here[:, :, None, :]  # [R, Q, N, H]
     new = torch.where(match, old[:, :, None] & hint, old[:, :, None] & ~hint)
     playable = bd.playable[:, None, None, None]
-    open_ = (here & (tri(old, playable[..., 0]) == MAYBE))[:, :, None]  # [R, Q, 1, H]
-    now = tri(new, playable)
-    reveals = (open_ & (now == YES)).any(-1)
-    ambiguous = open_ & (now == MAYBE) & match
+    open_ = (here & maybe_in(old, playable[..., 0]))[:, :, None]  # [R, Q, 1, H]
+    reveals = (open_ & all_in(new, playable)).any(-1)
+    ambiguous = open_ & maybe_in(new, playable) & match
     newest = torch.where(ambiguous, torch.arange(h, device=dev), -1).max(-1).values  # [R, Q, N]
     really = ((bd.playable[:, None, None] >> cards) & 1 == 1) & here  # [R, Q, H]
     newest_playable = really.gather(2, newest.clamp(min=0)) & (newest >= 0)

@@ -29,12 +29,28 @@ def is_rule_bot(path: str | Path | None) -> bool:
     return path is not None and str(path) in RULE_BOTS
 
 
+DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
+
+
+def is_device_name(name: str) -> bool:
+    """Whether `name` reads as a device (a config checks the name; resolve_device, the machine)."""
+    kind, colon, index = str(name).partition(":")
+    cuda = kind == "cuda" and (not colon or index.isdigit())
+    return name == "auto" or (kind == "cpu" and not colon) or cuda
+
+
 def resolve_device(name: str) -> torch.device:
-    """'auto' picks CUDA when present; asking for CUDA where there is none is a user error."""
+    """The one reading of every --device flag: 'auto' picks CUDA when present; anything else must be cpu,
+    cuda or cuda:N of a GPU this machine has (ValueError in one line otherwise, e.g. gpu9 or mps)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    kind, _, index = name.partition(":")
+    if not is_device_name(name):
+        raise ValueError(f"--device {name}: unknown device; choose {DEVICE_NAMES}")
+    if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: CUDA is not available on this machine")
+    if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return torch.device(name)
 
 

@@ -3,17 +3,18 @@ of one episode."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..configs import check, is_int
 from ..hanabi.config import GameConfig
+from ..models.io import DEVICE_NAMES, is_device_name
 from ..models.qnet import NetConfig
-from ..runs import WANDB_MODES
+from ..runs import PRECISIONS, WANDB_MODES
+from ..seeding import MAX_SEED
 from .actors import ActorConfig
-
-PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "64-true")
 
 
 @dataclass
@@ -105,26 +106,25 @@ class TrainConfig:
         check(self, "min_replay", self.min_replay <= self.replay_capacity,
               f"<= replay_capacity={self.replay_capacity} (learning would never start)")
         for name in ("lr", "adam_eps", "grad_clip", "checkpoint_minutes"):
-            check(self, name, getattr(self, name) > 0, "> 0")
+            check(self, name, 0 < getattr(self, name) < math.inf, "> 0 and finite")
         check(self, "gamma", 0 < self.gamma <= 1, "in (0, 1]")
-        check(self, "alpha", self.alpha >= 0, ">= 0")
+        check(self, "alpha", 0 <= self.alpha < math.inf, ">= 0 and finite")
         for name in ("beta", "eta"):
             check(self, name, 0 <= getattr(self, name) <= 1, "in [0, 1]")
-        check(self, "max_minutes", self.max_minutes >= 0, ">= 0 (0: no limit)")
+        check(self, "max_minutes", 0 <= self.max_minutes < math.inf, ">= 0 and finite (0: no limit)")
         for name in ("demo_games", "warm_start_updates"):
             check(self, name, is_int(getattr(self, name)) and getattr(self, name) >= 0, "an int >= 0")
         check(self, "demo_ratio", 0 <= self.demo_ratio <= 1, "in [0, 1]")
-        check(self, "margin", self.margin >= 0, ">= 0")
-        check(self, "margin_weight", self.margin_weight >= 0, ">= 0")
+        check(self, "margin", 0 <= self.margin < math.inf, ">= 0 and finite")
+        check(self, "margin_weight", 0 <= self.margin_weight < math.inf, ">= 0 and finite")
         uses_demos = self.demo_ratio > 0 or self.warm_start_updates > 0
         check(self, "demo_games", self.demo_games > 0 or not uses_demos,
               f"> 0 for demo_ratio={self.demo_ratio} / warm_start_updates={self.warm_start_updates} (no "
               "demonstrations to learn from)")
-        check(self, "seed", is_int(self.seed) and self.seed >= 0, "an int >= 0")
+        check(self, "seed", is_int(self.seed) and 0 <= self.seed <= MAX_SEED, f"an int in 0..{MAX_SEED}")
         check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
         check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
-        check(self, "device", self.device == "auto" or self.device.split(":")[0] in ("cpu", "cuda", "mps"),
-              "auto, cpu or cuda[:N]")
+        check(self, "device", is_device_name(self.device), DEVICE_NAMES)
         check(self, "devices", is_int(self.devices) and self.devices >= 1, "an int >= 1")
         check(self, "devices", self.devices == 1 or self.device in ("auto", "cpu", "cuda"),
               f"1 with device={self.device!r} (several devices take auto, cpu or cuda)")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from .. import ckpt
 from ..configs import to_dict
 from ..graphs import Graphs
 from ..models.io import BLUEPRINT_KIND, resolve_device
@@ -50,7 +51,7 @@ class Trainer:
         self.cpu_start = time.process_time()  # a run's CPU seconds count from here (demo recording included)
         self.out = Path(cfg.out_dir)
         self.life = Lifecycle(BLUEPRINT_KIND, self.out, "update")
-        self.life.check_folder(resuming=resume is not None, overwrite=overwrite)
+        self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         blob = read_resume(self.life, resume, cfg) if resume else None  # refused before any other process
         self.learner = Learner(cfg, resolve_device(cfg.device))
         self.device, self.rank, self.is_main = self.learner.device, self.learner.rank, self.learner.is_main
@@ -151,9 +152,13 @@ class Trainer:
         rec.history.append({"updates": u, "wall_seconds": wall, "cpu_seconds": cpu, **result.to_dict()})
         bar.write(f"[{u} updates] {result}")
         if result.mean > rec.best:
-            rec.best = result.mean
-            rec.wall_seconds = wall
-            self.save("best.pt")
+            before = rec.best, rec.wall_seconds
+            rec.best, rec.wall_seconds = result.mean, wall
+            try:  # the new best counts only once best.pt holds it (a stop mid-write keeps the old one)
+                self.save("best.pt")
+            except BaseException:
+                rec.best, rec.wall_seconds = before
+                raise
             run.summary["best/eval_mean"], run.summary["best/updates"] = result.mean, u
         return result
 
@@ -242,15 +247,21 @@ class Trainer:
             on_term()
             selfplay.stop()
             self.record.wall_seconds = time.time() - start
-            path = self.save("latest.pt")
+            try:
+                path, failed = self.save("latest.pt"), None
+            except ckpt.SaveError as err:  # disk full: said once, below, never "saved"
+                path, failed = None, err
             bar.close()
-            self.life.end(reason, learner.updates, path)
+            if failed is None:
+                self.life.end(reason, learner.updates, path)
             cut = selfplay.cut_fraction(stats) if stats is not None else 0.0
             if cut > 0.05:  # e.g. a preset's max_len after --game.* made games longer
                 say(f"warning: actor.max_len={cfg.actor.max_len} cut {100 * cut:.0f}% of the last "
                               f"round's games (this game can last {cfg.game.max_steps} steps); raise "
                               "--actor.max_len, or 0 for whole games")
             run.finish()
+            if failed is not None:
+                raise ckpt.SaveError(f"{reason} at update {learner.updates}, but {failed}") from None
         try:  # the final evaluation plays through self-play's server: closed after it
             if not self.is_main:
                 return None

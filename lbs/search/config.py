@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -18,6 +19,9 @@ class Sampler(Enum):
     RANGE = "range"
     """the exact range, filtered by the partner's blueprint (SPARTA)"""
 
+
+MAX_COUNT = 2**31 - 1
+"""The largest rollout, row or range count a search takes (counts are int32-safe on every device)."""
 
 MODES = ("blueprint", "sparta", "lbs-inf", "lbs-K (K >= 1)")
 
@@ -82,18 +86,24 @@ class SearchConfig:
     """capture the rollout step as a CUDA graph per batch size and replay it (lbs.graphs); batches are
     padded to powers of two so a few graphs serve every decision. Off CUDA it runs eagerly (tests)"""
 
-    def check(self, game: GameConfig) -> None:
-        """ValueError naming the field, before any work."""
+    def __post_init__(self) -> None:
+        """Every field on its own, checked where any entry point builds a config (the game: `check`)."""
         if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
             raise ValueError(f"SearchConfig.depth={self.depth!r}: must be an int >= 0 or None (to the end)")
         for name in ("rollouts", "min_rollouts", "max_rows", "max_range"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r}: must be an int >= 1")
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
+                raise ValueError(f"SearchConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
         if not 0 <= self.min_valid <= self.min_rollouts:
             raise ValueError(f"SearchConfig.min_valid={self.min_valid}: must be in 0..min_rollouts "
                              f"({self.min_rollouts})")
-        if self.prune_z <= 0 or self.delta < 0:
-            raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be > 0 and delta={self.delta} >= 0")
+        if not (0 < self.prune_z < math.inf and 0 <= self.delta < math.inf):
+            raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be finite and > 0 and delta="
+                             f"{self.delta} finite and >= 0")
+
+    def check(self, game: GameConfig) -> None:
+        """ValueError naming the field, before any work: the fields against the game."""
+        self.__post_init__()
         if not 0 <= self.seat < game.players:
             raise ValueError(f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
                              f"for {game.players} players")

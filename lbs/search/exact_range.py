@@ -14,7 +14,9 @@ knowledge and counts (rows that now contradict them are deleted); the searcher's
 keeps the rows holding the revealed card in that slot, shifts later slots left and appends every card
 the draw could be; after a partner's move the counterfactual filter (range_filter) keeps the rows under
 which that partner's blueprint makes the move it made. Each seat's public recurrent state is advanced
-here from public features, as the lockstep loop does, and shared by every candidate.
+here from public features, as the lockstep loop does, and shared by every candidate. A blueprint without
+the networks' public output (a rule bot such as SmartBot) is filtered through its whole step on every
+candidate's observations and has its state advanced by that step (step_filter).
 
 Deferred filters: every filter is a 0/1 predicate on the hand as it was at that move, so filters commute
 with each other and with the cheap hint/count deletions. A partner filter is therefore stored (its shared
@@ -54,9 +56,11 @@ from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
+from ..models.qnet import select_rows
 from .config import SearchConfig
 from .range_filter import CandidatePolicy, PartnerView
 from .samplers import SampledHands
+from .step_filter import StepPolicy, StepView, where_rows
 
 MAX_ENUM = 1 << 24
 """Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
@@ -76,7 +80,9 @@ class ExactRange:
         self.game, self.net, self.seat = game, net, seat
         self.max_range, self.checked, self.max_enum = max_range, checked, max_enum
         self._chunk = chunk
-        self.policy = CandidatePolicy(game, net, seat)
+        with net.borrowed() as module:
+            split = hasattr(module, "public_out")  # the networks: public output, then private layers
+        self.policy = CandidatePolicy(game, net, seat) if split else StepPolicy(game, net, seat)
         self.filter_seconds = 0.0
         """wall time spent in counterfactual filters so far (they run deferred: in updates and draws)"""
 
@@ -113,7 +119,7 @@ class ExactRange:
             self._extend(slot, plaus[:, s] & (cons.unseen > 0))
             self._keep(self._consistent(plaus))
         self.hid = self.net.initial_state(g * self.game.players)
-        self.pending: list[tuple[PartnerView, torch.Tensor]] = []  # (view, games [G] it still filters)
+        self.pending: list[tuple[PartnerView | StepView, torch.Tensor]] = []  # (view, games [G] to filter)
         if self.checked:
             self._check(state)
 
@@ -128,8 +134,18 @@ class ExactRange:
         kind, slot = tables(game, dev).move_info[move.clamp(min=0)].unbind(1)[:2]
         # every seat's public state advances on `before` (as in acting.play); the mover's output is its view
         blind = self._blind(before)
-        obs = encode(game, blind)  # [G, P, D] float
-        publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
+        partner = active & (mover != self.seat)
+        if isinstance(self.policy, StepPolicy):
+            view, hid = self.policy.view(blind, self.hid, mover, move), self._advance(blind, active)
+        else:
+            obs = encode(game, blind)  # [G, P, D] float
+            publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
+            if bool((partner & self.tracked).any()):
+                pick = torch.arange(g, device=dev) * p + mover
+                legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
+                view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
+                                        publ_out.reshape(g * p, -1).index_select(0, pick), legal, mover,
+                                        before.info_tokens, move)
         # the searcher's own play or discard: the card is revealed, a new one may be drawn
         cons, plaus = self._facts(after)
         own = active & (mover == self.seat) & ((kind == PLAY) | (kind == DISCARD))
@@ -138,16 +154,9 @@ class ExactRange:
         self.unseen = cons.unseen
         self._keep(self._consistent(plaus))
         # partners: the counterfactual filter on the candidates that agree with everything else
-        partner = active & (mover != self.seat)
         if bool((partner & self.tracked).any()):
-            pick = torch.arange(g, device=dev) * p + mover
-            legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
-            view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
-                                    publ_out.reshape(g * p, -1).index_select(0, pick), legal, mover,
-                                    before.info_tokens, move)
             self.pending.append((view, partner & self.tracked))
-        self.hid = type(hid)(*(torch.where(active.repeat_interleave(p)[None, :, None], new, old)
-                               for new, old in zip(hid, self.hid, strict=True)))
+        self.hid = where_rows(active.repeat_interleave(p), hid, self.hid)
         if self.checked:
             self._check(after)
 
@@ -203,6 +212,43 @@ class ExactRange:
         total = torch.zeros(self.num_games, dtype=torch.float64, device=self.device)
         total.index_add_(0, self.game_of, w)
         return self.hands.long(), self.game_of, w / total.index_select(0, self.game_of)
+
+    def _advance(self, blind: HanabiState, active: torch.Tensor) -> tuple:
+        """Every seat's shared state after reading `blind` (StepPolicy). Where a partner's state reads the
+        searcher's cards (StepPolicy.advance), those games' pending filters run and the first hand left in
+        the range stands in for the searcher's (every hand left makes the same read, see step_filter)."""
+        hid, reads = self.policy.advance(blind, self.hid)
+        reads = reads & active & self.tracked
+        if not bool(reads.any()):  # a host sync per move, like the filters' own
+            return hid
+        self._flush(reads)
+        count = self.rows()
+        first = (count.cumsum(0) - count).clamp(max=max(self.hands.shape[0] - 1, 0))
+        use = reads & (count > 0)
+        if self.hands.shape[0] == 0:
+            return hid
+        rep = self.hands.index_select(0, first).long()  # [G, H] the first row of each game
+        mine = (torch.arange(self.game.players, device=blind.device) == self.seat)[None, :, None]
+        hands = torch.where(use[:, None, None] & mine, rep[:, None, :].to(blind.hands.dtype), blind.hands)
+        hid, _ = self.policy.advance(blind.replace(hands=hands), self.hid)
+        if self.checked:
+            self._check_reads(blind, hid, use, count)
+        return hid
+
+    def _check_reads(self, blind: HanabiState, hid: tuple, use: torch.Tensor, count: torch.Tensor) -> None:
+        """Test invariant: the last hand left in each game gives the partners the same state as the first."""
+        last = (count.cumsum(0) - 1).clamp(min=0)
+        mine = (torch.arange(self.game.players, device=blind.device) == self.seat)[None, :, None]
+        rep = self.hands.index_select(0, last).long()[:, None, :].to(blind.hands.dtype)
+        other, _ = self.policy.advance(blind.replace(hands=torch.where(use[:, None, None] & mine, rep,
+                                                                       blind.hands)), self.hid)
+        p = self.game.players
+        partners = ((torch.arange(p, device=blind.device) != self.seat).repeat(blind.batch_size)
+                    & use.repeat_interleave(p)).nonzero().flatten()
+        for a, b in zip(select_rows(hid, partners), select_rows(other, partners), strict=True):
+            if not torch.equal(a, b):
+                raise RuntimeError(f"ExactRange(seat {self.seat}): hands left in the range give a partner "
+                                   "different states; the shared state is not public")
 
     # ---- the deferred counterfactual filters -----------------------------------------------------------
     def _flush(self, games: torch.Tensor) -> None:

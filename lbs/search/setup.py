@@ -25,14 +25,12 @@ BLUEPRINT = Mode.parse("blueprint")
 
 
 def check_blueprint(mode: Mode, net: nn.Module) -> None:
-    """What the mode needs of the blueprint, each refused in one line: a leaf value (LBS-K), a network to
-    re-run on candidate hands (SPARTA's range), a recurrent state that sees public features only (search)."""
+    """What the mode needs of the blueprint, each refused in one line: a leaf value (LBS-K), a recurrent
+    state that sees public features only (search; SPARTA's range re-runs the partner's step on every
+    candidate hand with that shared state)."""
     if mode.depth is not None and not getattr(net, "has_value", True):
         raise ValueError(f"{mode}: bootstraps its leaves with the blueprint's Q-values, and this "
                          "blueprint's scores mark its move and are no value; use lbs-inf or sparta")
-    if mode.sampler is Sampler.RANGE and not hasattr(net, "private_input_layer"):
-        raise ValueError(f"{mode}: the exact range re-runs the partner's network on every candidate "
-                         "hand; a range for a rule-based blueprint is not built yet")
     if mode.searches and not getattr(net, "hidden_is_public", False):
         raise ValueError(f"{mode}: search needs a blueprint whose recurrent state sees public "
                          "features only (publ_lstm or ff), so one state serves every sampled hand; this "

@@ -61,6 +61,7 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     (["--mode", "lbs-2", "--blueprint", "missing.pt"], "not found"),
     (["--mode", "lbs-2", "--devices", "0"], "--devices 0"),
     (["--mode", "lbs-2", "--devices", "2", "--profile"], "--devices 1"),
+    (["--mode", "lbs-16", "--blueprint", "smartbot"], "no value"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]
@@ -97,3 +98,61 @@ def test_two_devices_play_and_record_the_games_one_device_does(tmp_path):
         assert b["summary"][k] == a["summary"][k], k
     assert two.stdout.count("lbs-1: score") == 1 and "x 2 processes" in two.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json", "two.json"]
+
+
+def test_a_stopped_search_keeps_its_finished_games_and_a_rerun_resumes(tmp_path):
+    """SIGTERM after some games: one line says what was kept; the same command again plays only the rest,
+    and its games are the games an uninterrupted run plays."""
+    import signal
+    import time
+
+    flags = ["--mode", "lbs-1", *PAIR, "--games", "6", "--rollouts", "170", "--min-rollouts", "10",
+             "--batch-games", "1", "--no-blueprint-baseline", "--no-progress"]
+    out = tmp_path / "stopped" / "r.json"
+    cmd = [sys.executable, str(ROOT / "search" / "run.py"), *flags, "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    end = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < end:  # wait for two finished games
+        found = list(out.parent.glob(".lbs-1-*.journal"))
+        if found and len(found[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    (line,) = [x for x in err.splitlines() if "stopped by SIGTERM" in x]
+    assert "Traceback" not in err and "games finished and kept in" in line and not out.exists()
+    kept = int(line.split(": ")[2].split(" of ")[0])
+    assert 2 <= kept < 6
+    again = run(*flags, "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{kept} of 6 games kept from an earlier run" in again.stderr
+    assert not list(out.parent.glob(".lbs-1-*.journal"))  # the result is written: the journal is gone
+    whole = run(*flags, "--out", str(tmp_path / "whole" / "r.json"), cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    resumed, fresh = (json.loads(p.read_text())["games"] for p in (out, tmp_path / "whole" / "r.json"))
+    assert [g["record"] for g in resumed] == [g["record"] for g in fresh]
+
+
+def test_two_searches_on_one_result_file_are_refused(tmp_path):
+    out = tmp_path / "r.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; "
+                               "from lbs.runs import hold; hold(Path(sys.argv[1]), 'x'); print('held', "
+                               "flush=True); sys.stdin.read()", str(tmp_path / ".r.json.lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    assert holder.stdout.readline().strip() == "held"
+    try:
+        r = run("--mode", "blueprint", *PAIR, "--out", str(out), cwd=tmp_path)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the result file {out} is in use by another process (pid {holder.pid})" in r.stderr
+
+
+@pytest.mark.parametrize("out", ["/etc/hostname/x.json", "{tmp}", "/proc/x.json"])
+def test_an_unwritable_out_is_refused_before_any_game(tmp_path, out):
+    r = run("--mode", "blueprint", *PAIR, "--games", "1", "--out", out.format(tmp=tmp_path), cwd=tmp_path)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("search: --out ") and "search: blueprint on" not in r.stderr

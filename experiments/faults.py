@@ -1,0 +1,328 @@
+"""Run the entry points under faults and count what survives: kill -9 at random moments (some mid-write),
+SIGTERM and Ctrl-C, two processes on one run folder or result file, and a full disk.
+
+    python experiments/faults.py --kills 6 --record cpu          # a few minutes on a 2-core CPU
+
+Every fault runs a real process (tiny blueprint runs, 2-colour search games) in a scratch folder. After each,
+every checkpoint and journal left is read back (a corrupt one is counted, never repaired), and the work lost
+is measured: seconds of training since the last latest.pt for a blueprint kill, finished search games not
+kept for a search kill (a rerun must play exactly the games it lacks, with the same moves as an
+uninterrupted run). A full disk is a writer raising ENOSPC (mounting a small tmpfs needs root). Writes
+experiments/results/faults/faults_<date>_NAME.md with --record NAME, else a scratch file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__:
+    from .common import machine, result_path, write_result
+else:
+    from common import machine, result_path, write_result
+
+from lbs import ckpt
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIR = ["--blueprint", str(ROOT / "checkpoints" / "blueprint_2c.pt"),
+        "--belief", str(ROOT / "checkpoints" / "belief_2c.pt")]
+BLUEPRINT = [sys.executable, str(ROOT / "train" / "blueprint.py"), "--preset", "tiny", "--no-progress",
+             "--total_updates", "1000000", "--min_replay", "8", "--actor.num_games", "8",
+             "--actor.max_len", "10",
+             "--batch_size", "4", "--eval_every", "20", "--eval_games", "16", "--net.hidden", "16",
+             "--checkpoint_minutes", "0.002"]
+SEARCH = [sys.executable, str(ROOT / "search" / "run.py"), "--mode", "lbs-1", *PAIR, "--rollouts", "170",
+          "--min-rollouts", "10", "--batch-games", "1", "--no-blueprint-baseline", "--no-progress"]
+ENV = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
+       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@dataclass
+class Tally:
+    """One kind of fault: how many were injected, files read back, bad outcomes, and work lost."""
+
+    fault: str
+    injected: int = 0
+    files: int = 0
+    corrupt: int = 0
+    wrong: int = 0
+    """outcomes other than the promised one (exit status, lines, a second holder let in, ...)"""
+    lost: list[float] = field(default_factory=list)
+    unit: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> str:
+        lost = (f"max {max(self.lost):.1f}, mean {sum(self.lost) / len(self.lost):.1f} {self.unit}"
+                if self.lost else "—")
+        return (f"| {self.fault} | {self.injected} | {self.files} | {self.corrupt} | {self.wrong} | {lost} "
+                f"| {'; '.join(self.notes)} |")
+
+
+def start(cmd: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(pred, proc: subprocess.Popen, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if proc.poll() is not None or time.monotonic() > end:
+            raise RuntimeError(f"{proc.args[1]} exited ({proc.returncode}) or stalled: "
+                               f"{proc.stderr.read()[-800:] if proc.poll() is not None else ''}")
+        time.sleep(0.05)
+
+
+def continue_run(out: Path, i: int) -> list[str]:
+    """The i-th start of one blueprint run: a new run in `out`, then resumes of its latest.pt."""
+    return [*BLUEPRINT, "--out_dir", str(out)] if i == 0 else [*BLUEPRINT, "--resume", str(out / "latest.pt")]
+
+
+def check_run(folder: Path, t: Tally) -> None:
+    """Every checkpoint the run left loads; temp files of a killed write are counted."""
+    for name in ("latest.pt", "best.pt"):
+        if (folder / name).exists():
+            t.files += 1
+            try:
+                ckpt.load(folder / name, "blueprint")
+            except ckpt.CheckpointError:
+                t.corrupt += 1
+
+
+def blueprint_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
+    """kill -9 a blueprint run at a random moment, resume it, kill it again: n kills in one run folder."""
+    t = Tally("kill -9, blueprint run (resumed after each)", unit="s of training")
+    out = tmp / "bp_kill"
+    mid_write = 0
+    for i in range(n):
+        proc = start(continue_run(out, i), tmp)
+        wait_for(lambda: (out / "latest.pt").exists(), proc)
+        time.sleep(rng.uniform(0.0, 3.0))
+        proc.send_signal(signal.SIGKILL)
+        killed = time.time()
+        proc.communicate()
+        t.injected += 1
+        mid_write += bool(list(out.glob(".*.tmp")))
+        t.lost.append(killed - (out / "latest.pt").stat().st_mtime)
+        check_run(out, t)
+    t.notes.append(f"{mid_write} kills left a half-written temp file (the kill landed mid-write)")
+    return t
+
+
+def tail(err: str) -> str:
+    """The last lines of a stderr, for a table cell."""
+    return " / ".join(err.strip().splitlines()[-3:]).replace("|", "/")
+
+
+def signals(tmp: Path) -> Tally:
+    """SIGTERM and Ctrl-C to a blueprint run and a search run: 128 + signal, one stop line, files load."""
+    t = Tally("SIGTERM / Ctrl-C, blueprint and search")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = tmp / f"bp_{sig.name}"
+        proc = start([*BLUEPRINT, "--out_dir", str(out)], tmp)
+        wait_for(lambda out=out: (out / "latest.pt").exists(), proc)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        t.injected += 1
+        bad = proc.returncode != 128 + sig or "Traceback" in err or \
+            sum("stopped by" in x for x in err.splitlines()) != 1
+        t.wrong += bad
+        if bad:
+            t.notes.append(f"blueprint {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
+        check_run(out, t)
+        res = tmp / f"search_{sig.name}" / "r.json"
+        proc = start([*SEARCH, "--games", "4", "--out", str(res)], tmp)
+        wait_for(lambda res=res: any(len(p.read_text().splitlines()) >= 2
+                                     for p in res.parent.glob(".*.journal")), proc)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        t.injected += 1
+        bad = proc.returncode != 128 + sig or "Traceback" in err or \
+            sum("games finished and kept in" in x for x in err.splitlines()) != 1
+        t.wrong += bad
+        if bad:
+            t.notes.append(f"search {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
+        t.files += 1
+    return t
+
+
+def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
+    """kill -9 a search run at random moments and rerun the same command until it finishes; its games
+    must be those of an uninterrupted run."""
+    t = Tally("kill -9, search/run.py (rerun after each)", unit="s of play (the game in play)")
+    games = 6
+    res = tmp / "search_kill" / "r.json"
+    for _ in range(n):
+        proc = start([*SEARCH, "--games", str(games), "--out", str(res)], tmp)
+        time.sleep(rng.uniform(2.0, 12.0))
+        proc.send_signal(signal.SIGKILL)
+        killed = time.time()
+        proc.communicate()
+        t.injected += 1
+        for j in res.parent.glob(".*.journal"):  # read back, as a rerun does (a torn last line is dropped)
+            t.files += 1
+            t.lost.append(killed - j.stat().st_mtime)
+            lines = j.read_bytes().split(b"\n")
+            try:
+                [json.loads(x) for x in lines[:-1]]
+            except ValueError:
+                t.corrupt += 1
+        if res.exists():
+            break
+    r = subprocess.run([*SEARCH, "--games", str(games), "--out", str(res)], env=ENV, cwd=tmp,
+                       capture_output=True, text=True)
+    ref = tmp / "search_ref" / "r.json"
+    subprocess.run([*SEARCH, "--games", str(games), "--out", str(ref)], env=ENV, cwd=tmp, capture_output=True)
+    same = [g["record"] for g in json.loads(res.read_text())["games"]] == \
+        [g["record"] for g in json.loads(ref.read_text())["games"]]
+    t.wrong += r.returncode != 0 or not same
+    t.files += 2
+    t.notes.append(f"the rerun's {games} games {'equal' if same else 'DIFFER from'} an uninterrupted run's")
+    return t
+
+
+def two_holders(tmp: Path) -> Tally:
+    """Two blueprint runs on one --out_dir at once, and two new runs started in the same second."""
+    t = Tally("two processes on one run folder / two new runs whose clocks read the same second")
+    out = tmp / "shared"
+    a = start([*BLUEPRINT, "--out_dir", str(out)], tmp)
+    wait_for(lambda: (out / "latest.pt").exists(), a)
+    b = subprocess.run([*BLUEPRINT, "--resume", str(out / "latest.pt")], env=ENV, cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
+    a.send_signal(signal.SIGTERM)
+    a.communicate(timeout=120)
+    t.injected += 1
+    t.wrong += b.returncode == 0 or "in use by another process" not in b.stderr or \
+        len(b.stderr.strip().splitlines()) != 1
+    check_run(out, t)
+    cwd = tmp / "same_second"
+    cwd.mkdir()
+    procs = [start(patched("same-second", [*BLUEPRINT, "--total_updates", "4"]), cwd) for _ in range(2)]
+    for p in procs:
+        p.communicate(timeout=300)
+    t.injected += 1
+    folders = list((cwd / "runs" / "blueprint").iterdir())
+    t.wrong += len(folders) != 2 or any(p.returncode != 0 for p in procs)
+    for f in folders:
+        check_run(f, t)
+    names = ", ".join(sorted(f.name for f in folders))
+    t.notes.append(f"runs started together got {len(folders)} folders: {names}")
+    return t
+
+
+PATCHED = """
+import errno, os, runpy, sys, time
+from lbs import ckpt
+fault, sys.argv = sys.argv[1], [sys.argv[2], *sys.argv[3:]]
+if fault.startswith("full:"):  # the disk fills after N files were written
+    real, count, room = os.fdopen, [0], int(fault[5:])
+    def fdopen(fd, mode="r", *a, **k):
+        f = real(fd, mode, *a, **k)
+        if "w" in mode:
+            count[0] += 1
+            if count[0] > room:
+                def write(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                f.write = write
+        return f
+    ckpt.os.fdopen = fdopen
+elif fault == "slow-write":  # each checkpoint write takes a second between its bytes and its rename
+    fsync = os.fsync
+    ckpt.os.fsync = lambda fd: (time.sleep(1.0), fsync(fd))
+elif fault == "same-second":  # every clock reads the same second
+    time.strftime = lambda fmt, *a: "20260101-000000"
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def patched(fault: str, args: list[str]) -> list[str]:
+    """A blueprint command run with `fault` patched in (see PATCHED)."""
+    return [sys.executable, "-c", PATCHED, fault, *args[1:]]
+
+
+def mid_write_kills(n: int, tmp: Path) -> Tally:
+    """kill -9 while latest.pt is being written (its temp file exists): the previous latest.pt must load,
+    and a resume must go on."""
+    t = Tally("kill -9 mid-write of latest.pt, blueprint run", unit="s of training")
+    out = tmp / "bp_mid_write"
+    for i in range(n):
+        stale = set(out.glob(".latest.pt.*.tmp"))  # the last kill's (the next save removes them)
+        proc = start(patched("slow-write", continue_run(out, i)), tmp)
+        def writing(stale: set = stale) -> bool:
+            return (out / "latest.pt").exists() and bool(set(out.glob(".latest.pt.*.tmp")) - stale)
+
+        wait_for(writing, proc)
+        proc.send_signal(signal.SIGKILL)
+        killed = time.time()
+        proc.communicate()
+        t.injected += 1
+        t.wrong += not set(out.glob(".latest.pt.*.tmp")) - stale  # the kill must have landed mid-write
+        t.lost.append(killed - (out / "latest.pt").stat().st_mtime)
+        check_run(out, t)
+    return t
+
+
+def full_disk(tmp: Path) -> Tally:
+    """The disk fills after a few checkpoints: one line, exit non-zero, the previous latest.pt intact."""
+    t = Tally("full disk (ENOSPC from the writer), blueprint run")
+    out = tmp / "full"
+    r = subprocess.run(patched("full:3", [*BLUEPRINT, "--total_updates", "400", "--out_dir", str(out)]),
+                       env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    t.injected += 1
+    lines = r.stderr.strip().splitlines()
+    t.wrong += r.returncode == 0 or "Traceback" in r.stderr or "No space left on device" not in lines[-1] or \
+        any(" saved " in x for x in lines)
+    check_run(out, t)
+    t.notes.append(f"last line: `{lines[-1] if lines else ''}`")
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kills", type=int, default=6, help="kill -9s per killed entry point (default 6)")
+    ap.add_argument("--seed", type=int, default=0, help="random moments of the kills (default 0)")
+    ap.add_argument("--out", default="runs/experiments")
+    ap.add_argument("--record", default=None)
+    args = ap.parse_args()
+    if args.kills < 1:
+        sys.exit(f"faults: --kills {args.kills}: must be >= 1")
+    out = result_path("faults", args.record, args.out)
+    rng = random.Random(args.seed)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        tallies = [blueprint_kills(args.kills, rng, tmp), mid_write_kills(max(args.kills // 2, 1), tmp),
+                   search_kills(args.kills, rng, tmp), signals(tmp), two_holders(tmp), full_disk(tmp)]
+    lines = [
+        "# Faults: kills, signals, two holders, a full disk",
+        "",
+        f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}.",
+        f"- Command: `python {' '.join(sys.argv)}`; {time.time() - t0:.0f} s.",
+        "- Files checked: every latest.pt / best.pt read back with its sha256 (ckpt.load), every search "
+        "journal parsed; corrupt: any that fails. Wrong: an outcome other than the promised one (exit 128 + "
+        "signal and one stop line; a second holder refused in one line; same-second runs in two folders; a "
+        "full disk in one line, never \"saved\"; a rerun's games equal to an uninterrupted run's).",
+        "- Work lost, blueprint: seconds between the last latest.pt written and the kill (latest.pt every "
+        "round here; a real run's loss is at most checkpoint_minutes). Search: seconds between the last game "
+        "kept in the journal and the kill (the game in play, replayed by the rerun; kills before any kept "
+        "game are not timed).",
+        "",
+        "| fault | injected | files checked | corrupt | wrong | work lost | notes |",
+        "|---|---|---|---|---|---|---|",
+        *[t.row() for t in tallies],
+    ]
+    write_result("\n".join(lines) + "\n", "faults", args.record, args.out, out)
+    if any(t.corrupt or t.wrong for t in tallies):
+        sys.exit("faults: some fault broke a promise (see the table)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Checks the scripts share for their flags, each written once: a bad value is one line naming the flag
+(ValueError), raised before any work. (Parsing argv stays in the scripts.)"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from .seeding import MAX_SEED
+
+
+def threads(n: int) -> int:
+    """--threads: torch CPU threads, 0 for torch's default."""
+    if n < 0:
+        raise ValueError(f"--threads {n}: must be >= 0 (0: torch's default)")
+    return n
+
+
+def at_least(flag: str, value: int | float, low: int | float) -> None:
+    if not value >= low:
+        raise ValueError(f"{flag} {value}: must be >= {low}")
+
+
+def finite(flag: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{flag} {value}: must be a finite number")
+
+
+def seed(flag: str, value: int) -> int:
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{flag} {value}: must be in 0..{MAX_SEED}")
+    return value
+
+
+def writable_file(path: str | Path, flag: str) -> Path:
+    """A file this run will write at the end: its folder is made (or must be makeable) and must take a new
+    file now, and the path must not be a folder, so an unwritable --out fails before the work."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: is a folder, not a file")
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise ValueError(f"{flag} {path}: {folder} is a file, not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot be written ({e.strerror or e})") from None
+    return path

@@ -1,0 +1,165 @@
+"""Every entry point's bad inputs: one clear line on stderr naming the problem and a non-zero exit, never a
+traceback and never a run on nonsense. Each script's invocations run in one Python process (the imports are
+paid once per script), each as `python script ...` would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lbs import ckpt
+
+ROOT = Path(__file__).resolve().parent.parent
+BP, BELIEF = ROOT / "checkpoints" / "blueprint_2c.pt", ROOT / "checkpoints" / "belief_2c.pt"
+PAIR = ["--blueprint", str(BP), "--belief", str(BELIEF)]
+
+HARNESS = r"""
+import contextlib, io, json, runpy, sys, traceback
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, str(__import__("pathlib").Path(script).parent))
+out = []
+for argv in cases:
+    err, code = io.StringIO(), 0
+    sys.argv = [script, *argv]
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:  # as the interpreter reports it
+            code = 1 if isinstance(e.code, str) else (e.code or 0)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def nan_copy(src: Path, dst: Path, kind: str, key: str, value: float) -> Path:
+    """`src` with one weight set to `value` (NaN, Inf), written as a well-formed checkpoint."""
+    with open(src, "rb") as f:
+        f.readline()
+        blob = torch.load(f, weights_only=True)
+    name = next(k for k, v in blob[key].items() if v.is_floating_point())
+    blob[key][name] = blob[key][name].clone().fill_(value)
+    return ckpt.save(dst, kind, {k: v for k, v in blob.items() if k not in ("kind", "format")})
+
+
+def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
+    """script -> (argv, what its one line must say)."""
+    nan_bp = nan_copy(BP, tmp / "nan_bp.pt", "blueprint", "model", float("nan"))
+    inf_belief = nan_copy(BELIEF, tmp / "inf_belief.pt", "belief", "state_dict", float("inf"))
+    not_table = tmp / "search.json"
+    not_table.write_text(json.dumps({"summary": {}, "games": []}))
+    (tmp / "a_file").write_text("x")
+    run = ["--out_dir", str(tmp / "run")]
+    return {
+        "train/blueprint.py": [
+            ([*run, "--device", "gpu9"], "device='gpu9'"),
+            ([*run, "--device", "mps"], "device='mps'"),
+            ([*run, "--lr", "inf"], "lr=inf: must be > 0 and finite"),
+            ([*run, "--lr", "nan"], "lr=nan"),
+            ([*run, "--alpha", "inf"], "alpha=inf"),
+            ([*run, "--seed", "-1"], "seed=-1"),
+            ([*run, "--max_minutes", "nan"], "max_minutes=nan"),
+            ([*run, "--precision", "fp8"], "precision='fp8'"),
+            (["--out_dir", "/etc/hostname/x"], "cannot write the run folder"),
+            (["--out_dir", str(tmp / "a_file" / "run")], "cannot write the run folder"),
+            (["--resume", str(tmp / "missing.pt")], "not found"),
+            (["--resume", str(nan_bp), "--out_dir", str(tmp / "r1")], "non-finite weights"),
+        ],
+        "train/belief.py": [
+            ([*run, "--blueprint", str(BP), "--device", "gpu9"], "device='gpu9'"),
+            ([*run, "--blueprint", str(BP), "--device", "mps"], "device='mps'"),
+            ([*run, "--blueprint", str(BP), "--precision", "fp8"], "precision='fp8'"),
+            ([*run, "--blueprint", str(BP), "--max_minutes", "nan"], "max_minutes=nan"),
+            ([*run, "--blueprint", str(BP), "--eval_seed", "-1"], "eval_seed=-1"),
+            ([*run, "--blueprint", str(BP), "--lr", "inf"], "lr=inf: must be a finite number"),
+            ([*run, "--blueprint", str(BP), "--threads", "-1"], "--threads -1"),
+            ([*run], "--blueprint is required"),
+            ([*run, "--blueprint", str(nan_bp)], "non-finite weights"),
+            (["--blueprint", str(BP), "--out_dir", "/proc/lbs-belief"], "cannot write the run folder"),
+        ],
+        "train/score.py": [
+            ([str(BP), "--device", "gpu9"], "--device gpu9"),
+            ([str(BP), "--device", "mps"], "--device mps"),
+            ([str(BP), "--games", "0"], "--games 0"),
+            ([str(BP), "--seed", "-1"], "--seed -1"),
+            ([str(BP), "--seed", "99999999999"], "--seed 99999999999"),
+            ([str(nan_bp)], "non-finite weights"),
+            ([str(BP), "--belief", str(inf_belief)], "non-finite weights"),
+            ([str(tmp / "missing.pt")], "not found"),
+        ],
+        "search/run.py": [
+            ([*PAIR, "--device", "gpu9"], "--device gpu9"),
+            ([*PAIR, "--threads", "-1"], "--threads -1"),
+            ([*PAIR, "--rollouts", "99999999999999999999"], "rollouts=99999999999999999999"),
+            ([*PAIR, "--delta", "nan"], "delta=nan"),
+            ([*PAIR, "--delta", "inf"], "delta=inf"),
+            ([*PAIR, "--prune-z", "nan"], "prune_z=nan"),
+            ([*PAIR, "--show", "-1"], "--show -1"),
+            ([*PAIR, "--seed", "-1"], "--seed -1"),
+            ([*PAIR, "--out", "/etc/hostname/x.json"], "--out /etc/hostname/x.json"),
+            ([*PAIR, "--out", str(tmp)], "is a folder"),
+            (["--mode", "blueprint", "--blueprint", str(nan_bp), "--out", str(tmp / "s.json")],
+             "non-finite weights"),
+            (["--mode", "lbs-1", "--blueprint", str(BP), "--belief", str(inf_belief), "--out",
+              str(tmp / "s.json")], "non-finite weights"),
+        ],
+        "experiments/table1.py": [
+            ([*PAIR, "--games", "0"], "--games 0"),
+            ([*PAIR, "--batch-games", "0"], "--batch-games 0"),
+            ([*PAIR, "--seed", "-1"], "--seed -1"),
+            ([*PAIR, "--max-rows", "0"], "--max-rows 0"),
+            ([*PAIR, "--max-range", "0"], "max_range=0"),
+            ([*PAIR, "--threads", "-1"], "--threads -1"),
+            ([*PAIR, "--device", "gpu9"], "--device gpu9"),
+            (["--combine", str(not_table)], "is not a table1 result"),
+            ([*PAIR, "--record", "../../x"], "--record '../../x'"),
+            ([*PAIR, "--out", "/etc/hostname"], "/etc/hostname is a file, not a folder"),
+        ],
+        "experiments/bench_search.py": [
+            ([*PAIR, "--games", "0"], "--games 0"),
+            ([*PAIR, "--groups", "0"], "--groups 0"),
+            ([*PAIR, "--batch-games", "1", "0"], "--batch-games 0"),
+            ([*PAIR, "--max-range", "0"], "max_range=0"),
+            ([*PAIR, "--threads", "-1"], "--threads -1"),
+            ([*PAIR, "--device", "mps"], "--device mps"),
+            ([*PAIR, "--record", "a/b"], "--record 'a/b'"),
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> list[tuple[str, list[str], str, int, str]]:
+    """(script, argv, expected words, exit code, stderr) of every case; the scripts run one at a time."""
+    tmp = tmp_path_factory.mktemp("bad")
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    rows = []
+    for script, table in cases(tmp).items():
+        argvs = json.dumps([a for a, _ in table])
+        r = subprocess.run([sys.executable, "-c", HARNESS, str(ROOT / script), argvs],
+                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        for (argv, want), (code, err) in zip(table, json.loads(r.stdout.splitlines()[-1]), strict=True):
+            rows.append((script, argv, want, code, err))
+    return rows
+
+
+def test_at_least_forty_bad_invocations_over_six_entry_points(refusals):
+    assert len(refusals) >= 40 and len({r[0] for r in refusals}) == 6
+
+
+def test_each_bad_invocation_is_one_line_and_a_non_zero_exit(refusals):
+    wrong = [f"{script} {' '.join(argv)}: exit {code}, stderr {err!r} (want one line with {want!r})"
+             for script, argv, want, code, err in refusals
+             if code == 0 or len(err.strip().splitlines()) != 1 or want not in err]
+    assert not wrong, "\n".join(wrong)

@@ -1,0 +1,184 @@
+"""What a save promises under faults: a best value counts only once its file is on disk, and a full disk
+is said in one line with the previous file intact (a writer raising ENOSPC stands in for a full disk)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from lbs import ckpt
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tearing(real, writes=lambda mode: "w" in mode):
+    """`real` (os.fdopen or open) whose files opened to write take half of a write and then raise ENOSPC:
+    a full disk tearing the file."""
+    def opener(target, mode="r", *a, **k):
+        f = real(target, mode, *a, **k)
+        if writes(mode):
+            inner = f.write
+
+            def write(data):
+                inner(bytes(data)[: len(data) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            f.write = write
+        return f
+    return opener
+
+
+def _enospc_fdopen():
+    return _tearing(os.fdopen)
+
+
+def test_a_failed_save_is_one_line_and_the_previous_file_stays(tmp_path, monkeypatch):
+    path = tmp_path / "latest.pt"
+    ckpt.save(path, "blueprint", {"step": 1})
+    before = path.read_bytes()
+    monkeypatch.setattr(ckpt.os, "fdopen", _enospc_fdopen())
+    with pytest.raises(ckpt.SaveError) as e:
+        ckpt.save(path, "blueprint", {"step": 2})
+    assert str(e.value) == f"could not write {path}: No space left on device; the previous latest.pt is " \
+                           "intact"
+    assert path.read_bytes() == before and ckpt.load(path, "blueprint")["step"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pt"]  # no temp file left
+    with pytest.raises(ckpt.SaveError, match="nothing was written"):
+        ckpt.write_atomic(tmp_path / "new.json", b"{}")
+
+
+def test_a_table_write_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(ROOT))
+    from experiments import table1 as t1
+    from lbs.hanabi import GameConfig
+
+    game = GameConfig(players=2, colors=2, ranks=5, hand_size=5)
+    s = {"mode": "blueprint", "games": 2, "score": {"games": 2, "mean": 5.5, "sem": 0.5, "perfect": 0.0,
+                                                   "bombed": 0.0, "mean_length": 20.0}}
+    rows = [t1.Row("blueprint", s, [5.0, 6.0], [5.0, 6.0])]
+    out = tmp_path / "table1_run.md"
+    t1.write(rows, ["# head"], {}, game, out, done=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(ckpt.os, "fdopen", _enospc_fdopen())
+    with pytest.raises(SystemExit) as e:
+        t1.write(rows, ["# head"], {}, game, out)
+    assert str(e.value) == f"table1: could not write {out}: No space left on device; the previous " \
+                           "table1_run.md is intact"
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_journal_on_a_full_disk_keeps_the_games_before(tmp_path, monkeypatch):
+    from lbs.hanabi.interop.record import GameRecord
+    from lbs.search.agent import GameResult
+    from lbs.search.journal import Journal
+
+    def game(n: int) -> GameResult:
+        return GameResult(GameRecord({"players": 2}, [n], [0], n), False, 1, 0, 0, 10, [])
+
+    j = Journal(tmp_path, "lbs-1", {"mode": "lbs-1"})
+    j.append([0, 1], 2.0, [game(0), game(1)])
+    monkeypatch.setattr("builtins.open", _torn_open(open))
+    with pytest.raises(ckpt.SaveError, match="it keeps the 2 games finished before"):
+        j.append([2, 3], 2.0, [game(2), game(3)])
+    monkeypatch.undo()
+    again = Journal(tmp_path, "lbs-1", {"mode": "lbs-1"})  # the torn line is dropped
+    assert sorted(again.games) == [0, 1] and again.games[1].record.score == 1
+    again.append([2, 3], 2.0, [game(2), game(3)])
+    assert sorted(Journal(tmp_path, "lbs-1", {"mode": "lbs-1"}).games) == [0, 1, 2, 3]
+
+
+def _torn_open(real):
+    """open() whose binary writes stop half-way with ENOSPC (a line torn by a full disk)."""
+    return _tearing(real, lambda mode: "b" in mode and ("w" in mode or "+" in mode))
+
+
+def test_a_stop_during_the_best_write_keeps_the_old_best(tmp_path, monkeypatch):
+    """Blueprint: a signal while best.pt is written leaves the best value as it was (best.pt's), so the
+    latest.pt written on the way out never claims a best that no file holds."""
+    sys.path.insert(0, str(ROOT / "tests" / "rl"))
+    from test_blueprint import micro_config
+
+    from lbs.rl.trainer import Trainer
+
+    t = Trainer(micro_config(tmp_path), progress=False)
+    real = ckpt.save
+
+    def save(path, kind, payload):
+        if Path(path).name == "best.pt":
+            raise KeyboardInterrupt  # Ctrl-C (or SIGTERM's Stopped) mid-write
+        return real(path, kind, payload)
+
+    monkeypatch.setattr(ckpt, "save", save)
+    run = SimpleNamespace(summary={})
+    with pytest.raises(KeyboardInterrupt):
+        t._evaluate_and_keep_best(4, 0.0, SimpleNamespace(write=lambda s: None), run)
+    assert t.record.best == -math.inf and not (tmp_path / "run" / "best.pt").exists()
+    assert ckpt.load(t.save("latest.pt"), "blueprint")["best"] == -math.inf
+
+
+def test_a_belief_stop_during_the_best_write_keeps_the_old_best(tmp_path):
+    from lbs.belief.trainer import _Validation
+
+    module = SimpleNamespace(best_val=3.0, best_step=10, model=None)
+
+    def save_checkpoint(path, weights_only=False):
+        raise KeyboardInterrupt
+
+    trainer = SimpleNamespace(global_step=20, logger=None, save_checkpoint=save_checkpoint)
+    val = _Validation(lambda m: SimpleNamespace(nll_learned=2.0, nll_counting=0, nll_grounded=0),
+                      tmp_path / "best.pt", 10)
+    with pytest.raises(KeyboardInterrupt):
+        val.on_train_batch_end(trainer, module, None, None, 0)
+    assert (module.best_val, module.best_step) == (3.0, 10)
+
+
+def test_a_belief_save_on_a_full_disk_is_never_called_saved(tmp_path):
+    from lbs.belief.trainer import _PeriodicCheckpoint
+
+    def save_checkpoint(path, weights_only=False):
+        raise ckpt.SaveError(f"could not write {path}: No space left on device; the previous latest.pt is "
+                             "intact")
+
+    saver = _PeriodicCheckpoint(tmp_path / "latest.pt", 50)
+    saver.saved_step = 50
+    trainer = SimpleNamespace(global_step=100, max_steps=1000, save_checkpoint=save_checkpoint)
+    with pytest.raises(ckpt.SaveError):
+        saver.on_train_batch_end(trainer, None, None, None, 0)
+    saver.on_exception(trainer, None, RuntimeError())  # the stop's own save fails too: kept, not raised
+    assert saver.saved_step == 50 and "No space left" in str(saver.failed)
+
+
+def test_a_blueprint_run_on_a_full_disk_says_so_once(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(ROOT / "tests" / "rl"))
+    from test_blueprint import micro_config
+
+    from lbs.rl.trainer import Trainer
+
+    cfg = micro_config(tmp_path)
+    t = Trainer(cfg, progress=False)
+    real = ckpt.save
+
+    def save(path, kind, payload):
+        if Path(path).name == "latest.pt":
+            raise ckpt.SaveError(f"could not write {path}: No space left on device; nothing was written")
+        return real(path, kind, payload)
+
+    monkeypatch.setattr(ckpt, "save", save)
+    with pytest.raises(ckpt.SaveError) as e:
+        t.run()
+    assert str(e.value).startswith("finished (6 updates) at update 6, but could not write")
+    assert "saved" not in capsys.readouterr().err
+
+
+def test_journal_lines_are_json(tmp_path):
+    from lbs.search.journal import Journal
+
+    j = Journal(tmp_path, "x", {"a": 1})
+    j.append([], 0.0, [])
+    assert json.loads(j.path.read_text().splitlines()[0]) == {"key": {"a": 1}}
