@@ -128,29 +128,26 @@ def signals(tmp: Path) -> Tally:
         out = tmp / f"bp_{sig.name}"
         proc = start([*BLUEPRINT, "--out_dir", str(out)], tmp)
         wait_for(lambda out=out: (out / "latest.pt").exists(), proc)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)
-        t.injected += 1
-        bad = proc.returncode != 128 + sig or "Traceback" in err or \
-            sum("stopped by" in x for x in err.splitlines()) != 1
-        t.wrong += bad
-        if bad:
-            t.notes.append(f"blueprint {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
+        stopped(t, proc, sig, "stopped by", "blueprint")
         check_run(out, t)
         res = tmp / f"search_{sig.name}" / "r.json"
         proc = start([*SEARCH, "--games", "4", "--out", str(res)], tmp)
         wait_for(lambda res=res: any(len(p.read_text().splitlines()) >= 2
                                      for p in res.parent.glob(".*.journal")), proc)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)
-        t.injected += 1
-        bad = proc.returncode != 128 + sig or "Traceback" in err or \
-            sum("games finished and kept in" in x for x in err.splitlines()) != 1
-        t.wrong += bad
-        if bad:
-            t.notes.append(f"search {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
+        stopped(t, proc, sig, "games finished and kept in", "search")
         t.files += 1
     return t
+
+
+def stopped(t: Tally, proc: subprocess.Popen, sig: signal.Signals, line: str, what: str) -> None:
+    """Send sig; the promise: exit 128 + sig, no traceback, exactly one stop line containing `line`."""
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    t.injected += 1
+    bad = proc.returncode != 128 + sig or "Traceback" in err or sum(line in x for x in err.splitlines()) != 1
+    t.wrong += bad
+    if bad:
+        t.notes.append(f"{what} {sig.name}: exit {proc.returncode}, stderr `{tail(err)}`")
 
 
 def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
