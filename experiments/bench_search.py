@@ -25,6 +25,7 @@ import torch
 from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.models import resolve_device
+from lbs.models.io import shipped_belief
 from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
@@ -32,9 +33,9 @@ from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
-    from .common import default_belief, machine, result_path, write_result
+    from .common import machine, result_path, write_result
 else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import default_belief, machine, result_path, write_result
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
@@ -81,13 +82,12 @@ def main() -> None:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        args.belief = args.belief or default_belief(args.blueprint)
+        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints")
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
         for mode in args.modes:  # every mode checked before any plays
-            if next(iter(setups.values())).with_mode(mode).mode.sampler is Sampler.BELIEF and not args.belief:
-                raise ValueError(f"{mode}: LBS needs a belief trained for {args.blueprint} (--belief)")
+            next(iter(setups.values())).with_mode(mode)
         if args.cuda_graphs != "off" and device.type != "cuda":
             raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:

@@ -58,15 +58,6 @@ sit in a subfolder beside it (results/table1/full_2p/)."""
 RECORD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def default_belief(blueprint: str) -> str | None:
-    """The shipped belief goes with the shipped blueprint only; any other blueprint (SmartBot included)
-    needs its own --belief for the LBS modes."""
-    root = Path(__file__).resolve().parent.parent / "checkpoints"
-    if Path(blueprint).exists() and Path(blueprint).resolve() == (root / "blueprint_2p.pt").resolve():
-        return str(root / "belief_2p.pt")
-    return None
-
-
 def result_path(name: str, record: str | None, scratch: str) -> Path:
     """Where a result goes: experiments/results/<name>/<name>_<date>_<record>.md when asked to record (a
     plain name: nothing outside that folder), else a timestamped file in the scratch folder; never an

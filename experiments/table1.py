@@ -32,19 +32,19 @@ from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.hanabi import GameConfig
 from lbs.models import load_blueprint, resolve_device
-from lbs.models.io import blueprint_identity
+from lbs.models.io import blueprint_identity, shipped_belief
 from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import Sampler, SearchConfig
+from lbs.search.config import SearchConfig
 from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.setup import build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
-    from .common import default_belief, machine, result_path
+    from .common import machine, result_path
 else:  # python experiments/table1.py: this folder is first on the import path
-    from common import default_belief, machine, result_path
+    from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -89,8 +89,8 @@ def main() -> None:
     ap.add_argument("--batch-games", type=int, default=64)
     ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
     ap.add_argument("--belief", default=None,
-                    help="belief checkpoint for the LBS modes (default: checkpoints/belief_2p.pt with the "
-                    "shipped blueprint; required with any other blueprint when an LBS mode runs)")
+                    help="belief checkpoint for the LBS modes (default: the one shipped with a shipped "
+                    "blueprint, smartbot's included; required with any other when an LBS mode runs)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
@@ -163,12 +163,9 @@ def run(args, state: Kept) -> None:
         return combine(args, out)
     try:
         device = resolve_device(args.device)
-        args.belief = args.belief or default_belief(args.blueprint)
+        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints")
         setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
-        for m, mode_run in runs.items():
-            if mode_run.mode.sampler is Sampler.BELIEF and args.belief is None:
-                raise ValueError(f"{m}: LBS needs a belief trained for {args.blueprint} (--belief)")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
     game = setup.game
@@ -192,7 +189,7 @@ def run(args, state: Kept) -> None:
     searched = [m for m in args.modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
-                "belief": file_hash(args.belief) if Path(args.belief).is_file() else args.belief}
+                "belief": file_hash(args.belief) if args.belief else None}
 
     journals: dict[str, Journal] = {}
 

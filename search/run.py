@@ -36,7 +36,7 @@ from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names
 from lbs.hanabi.interop.text import playthrough
 from lbs.models import resolve_device
-from lbs.models.io import blueprint_identity
+from lbs.models.io import blueprint_identity, shipped_belief
 from lbs.runs import InUseError, Stopped, StopSignals, hold, signal_name
 from lbs.search.agent import Progress, play_games
 from lbs.search.config import Mode, Sampler, SearchConfig
@@ -71,8 +71,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--blueprint", default=str(CHECKPOINTS / "blueprint_2p.pt"),
                     help="blueprint checkpoint (default: the shipped checkpoints/blueprint_2p.pt)")
     ap.add_argument("--belief", default=None,
-                    help="belief checkpoint for LBS (default: checkpoints/belief_2p.pt with the shipped "
-                    "blueprint; required with any other blueprint)")
+                    help="belief checkpoint for LBS (default: the one shipped with a shipped blueprint, e.g. "
+                    "checkpoints/belief_2p.pt, belief_smartbot_2p.pt for smartbot; required with any other)")
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--devices", type=int, default=1,
                     help="processes (GPUs with cuda) sharing the games (default 1)")
@@ -196,10 +196,8 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
         if cfg.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         out = result_file(args, mode) if shard.main else None
-        if mode.sampler is Sampler.BELIEF and args.belief is None and Path(args.blueprint).exists():
-            if Path(args.blueprint).resolve() != (CHECKPOINTS / "blueprint_2p.pt").resolve():
-                raise ValueError("--belief is required with a blueprint other than the shipped one")
-            args.belief = str(CHECKPOINTS / "belief_2p.pt")
+        if mode.sampler is Sampler.BELIEF and args.belief is None:  # without one, the set-up says so
+            args.belief = shipped_belief(args.blueprint, CHECKPOINTS)
         belief = args.belief if mode.sampler is Sampler.BELIEF else None
         setup = build_search(mode, args.blueprint, belief, device, cfg, coalesce=args.groups > 1,
                              profile=args.profile)

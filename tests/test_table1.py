@@ -192,3 +192,22 @@ def test_combine_refuses_a_file_that_is_not_a_table1_result(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         f"table1 --combine: {other} is not a table1 result (the .json with scores and summaries)"]
+
+
+def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
+    """A blueprint with no shipped belief (a copy outside checkpoints/): the blueprint row plays and is
+    written; an LBS row is refused in one line before any game."""
+    import shutil
+
+    bp = tmp_path / "bp.pt"
+    shutil.copy(SCRIPT.parent.parent / "checkpoints" / "blueprint_2c.pt", bp)
+    base = [sys.executable, str(SCRIPT), "--blueprint", str(bp), "--games", "2", "--threads", "1",
+            "--out", str(tmp_path / "scratch")]
+    ok = subprocess.run([*base, "--modes", "blueprint"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert list((tmp_path / "scratch").glob("table1_*.md"))
+    lbs = subprocess.run([*base, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True,
+                         timeout=300)
+    assert lbs.returncode != 0
+    assert lbs.stderr.strip().splitlines() == ["table1: lbs-1: LBS needs a belief trained for this blueprint "
+                                               "(--belief)"]

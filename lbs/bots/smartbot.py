@@ -2,9 +2,11 @@
 
 Rules learnt from the reference (SmartBot.cc in Quuxplusone/Hanabi), re-written for tensors. The bot keeps,
 for every (player, slot), the set of card identities still possible, as a bit mask (bit t: card id t). That
-set is built from public events alone (hints, plays, discards and the conventions that read them), so it is
-the bot's state here, one copy per seat, advanced from each observation's last-action section; what the
-deciding seat sees (the other hands) enters only inside a decision. The conventions:
+set is built from public events (hints, plays, discards and the conventions that read them), so it is the
+bot's state here, one copy per seat, advanced from each observation's last-action section; what the deciding
+seat sees (the other hands) enters only inside a decision, and in one knowledge update: the discard
+finesse, which locates the discarded card among the partners' newest cards (`SmartBot.reads_hands` says
+where, for search). The conventions:
 
 - a hint marks the newest touched card whose playability it leaves open as playable, unless it showed a
   playable card outright;
@@ -168,7 +170,6 @@ class SmartBot(nn.Module):
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
 
-
     def reads_hands(self, priv: torch.Tensor, state: SmartBotState) -> torch.Tensor:
         """[R] bool: stepping this state on priv reads the partners' cards into its knowledge (a discard
         finesse), so what a row's seat sees of other hands changes its state, not only its move. Search
@@ -217,8 +218,8 @@ def _decoder(game: GameConfig) -> tuple[torch.Tensor, tuple[tuple[str, int], ...
     add("actor", "last_action.actor", one_hot(g.players))
     add("kind", "last_action.type", torch.tensor(LAST_ACTION_TYPE_ORDER, dtype=torch.float)[:, None] + 1)
     for part in ("target", "color", "rank", "slot", "card"):
-        add(part, f"last_action.{part}", one_hot(lay.slices[f"last_action.{part}"].stop
-                                                 - lay.slices[f"last_action.{part}"].start))
+        sl = lay.slices[f"last_action.{part}"]
+        add(part, f"last_action.{part}", one_hot(sl.stop - sl.start))
     add("reveal", "last_action.reveal", torch.eye(h))
     return torch.cat(cols, 1), tuple(fields)
 

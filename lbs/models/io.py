@@ -29,6 +29,23 @@ def is_rule_bot(path: str | Path | None) -> bool:
     return path is not None and str(path) in RULE_BOTS
 
 
+SHIPPED_BELIEFS = {"blueprint_2p.pt": "belief_2p.pt", "blueprint_2c.pt": "belief_2c.pt",
+                   "smartbot": "belief_smartbot_2p.pt"}
+"""The beliefs shipped in checkpoints/ for the shipped blueprints (files of that folder, or rule bots)."""
+
+
+def shipped_belief(blueprint: str | Path, checkpoints: Path) -> str | None:
+    """The belief shipped in `checkpoints` for `blueprint` when it is a shipped one (a file of that folder,
+    or a rule bot by name); None for any other blueprint, which needs a belief trained for it."""
+    if is_rule_bot(blueprint):
+        name = SHIPPED_BELIEFS.get(str(blueprint))
+    else:
+        path = Path(blueprint)
+        shipped = path.is_file() and path.resolve().parent == checkpoints.resolve()
+        name = SHIPPED_BELIEFS.get(path.name) if shipped else None
+    return str(checkpoints / name) if name and (checkpoints / name).is_file() else None
+
+
 DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
 
 

@@ -198,7 +198,7 @@ PRESETS: dict[str, TrainConfig] = {
     # The full 2-player game on a 2-core CPU, learning from SmartBot's games (DQfD-style: a demonstration
     # replay of 4,096 SmartBot games, half of every batch, large-margin loss on them). The network and
     # learner settings are those of the shipped CPU blueprint (checkpoints/blueprint_2p.md); the curves
-    # against plain R2D2 and a supervised warm start: experiments/results/demo_curves/.
+    # against plain R2D2 and a supervised warm start: experiments/results/compare_curves/.
     "demo": TrainConfig(
         net=NetConfig(hidden=128, lstm_layers=2, mlp_layers=2),
         actor=ActorConfig(num_games=64, max_len=80),

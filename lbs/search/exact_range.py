@@ -222,33 +222,27 @@ class ExactRange:
         if not bool(reads.any()):  # a host sync per move, like the filters' own
             return hid
         self._flush(reads)
-        count = self.rows()
-        first = (count.cumsum(0) - count).clamp(max=max(self.hands.shape[0] - 1, 0))
-        use = reads & (count > 0)
         if self.hands.shape[0] == 0:
             return hid
-        rep = self.hands.index_select(0, first).long()  # [G, H] the first row of each game
-        mine = (torch.arange(self.game.players, device=blind.device) == self.seat)[None, :, None]
-        hands = torch.where(use[:, None, None] & mine, rep[:, None, :].to(blind.hands.dtype), blind.hands)
-        hid, _ = self.policy.advance(blind.replace(hands=hands), self.hid)
-        if self.checked:
-            self._check_reads(blind, hid, use, count)
+        count = self.rows()
+        use = reads & (count > 0)
+        first = (count.cumsum(0) - count).clamp(max=self.hands.shape[0] - 1)
+        hid, _ = self.policy.advance(self._holding(blind, first, use), self.hid)
+        if self.checked:  # test invariant: the last hand left gives the partners the same states
+            last = (count.cumsum(0) - 1).clamp(min=0)
+            other, _ = self.policy.advance(self._holding(blind, last, use), self.hid)
+            p = self.game.players
+            partners = ((torch.arange(p, device=blind.device) != self.seat).repeat(blind.batch_size)
+                        & use.repeat_interleave(p)).nonzero().flatten()
+            for a, b in zip(select_rows(hid, partners), select_rows(other, partners), strict=True):
+                if not torch.equal(a, b):
+                    raise RuntimeError(f"ExactRange(seat {self.seat}): hands left in the range give a "
+                                       "partner different states; the shared state is not public")
         return hid
 
-    def _check_reads(self, blind: HanabiState, hid: tuple, use: torch.Tensor, count: torch.Tensor) -> None:
-        """Test invariant: the last hand left in each game gives the partners the same state as the first."""
-        last = (count.cumsum(0) - 1).clamp(min=0)
-        mine = (torch.arange(self.game.players, device=blind.device) == self.seat)[None, :, None]
-        rep = self.hands.index_select(0, last).long()[:, None, :].to(blind.hands.dtype)
-        other, _ = self.policy.advance(blind.replace(hands=torch.where(use[:, None, None] & mine, rep,
-                                                                       blind.hands)), self.hid)
-        p = self.game.players
-        partners = ((torch.arange(p, device=blind.device) != self.seat).repeat(blind.batch_size)
-                    & use.repeat_interleave(p)).nonzero().flatten()
-        for a, b in zip(select_rows(hid, partners), select_rows(other, partners), strict=True):
-            if not torch.equal(a, b):
-                raise RuntimeError(f"ExactRange(seat {self.seat}): hands left in the range give a partner "
-                                   "different states; the shared state is not public")
+    def _holding(self, blind: HanabiState, row: torch.Tensor, games: torch.Tensor) -> HanabiState:
+        """blind [G] with the searcher holding the range's row row[g] in the games [G] bool `games`."""
+        return self.policy.with_hand(blind, self.hands.index_select(0, row).long(), games)
 
     # ---- the deferred counterfactual filters -----------------------------------------------------------
     def _flush(self, games: torch.Tensor) -> None:

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..acting import QFunction
 from ..hanabi.config import GameConfig
-from ..infer import BeliefHandle, InferenceServer, QNetHandle
+from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
@@ -60,6 +60,9 @@ class SearchSetup:
         self.device = torch.device(self.device)
         self.cfg.check(self.game)
         check_blueprint(self.mode, self.net)
+        if self.mode.sampler is Sampler.BELIEF and self.make_sampler is None \
+                and BELIEF not in self.server.weights.names():
+            raise ValueError(f"{self.mode}: LBS needs a belief trained for this blueprint (--belief)")
 
     @classmethod
     def of(cls, game: GameConfig, net: nn.Module, mode: Mode | str, cfg: SearchConfig | None = None,
@@ -69,8 +72,6 @@ class SearchSetup:
         replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`)."""
         mode = Mode.parse(mode) if isinstance(mode, str) else mode
         check_blueprint(mode, net)
-        if mode.sampler is Sampler.BELIEF and belief is None and make_sampler is None:
-            raise ValueError(f"{mode}: LBS needs a belief model (a --belief checkpoint)")
         server = serve(net, belief, device, coalesce=coalesce)
         try:
             return cls(game, mode, cfg or SearchConfig(), net, server, torch.device(device),

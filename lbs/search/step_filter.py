@@ -39,6 +39,7 @@ BYTES_PER_FEATURE = 24
 """Bytes per observation feature per row held at once: the encoder's bool buffer, the uint8 and float
 observations and the step's work (a generous estimate, so a chunk stays under its cap)."""
 
+
 def hand_reads(module: nn.Module) -> Callable[[torch.Tensor, tuple], torch.Tensor] | None:
     """The blueprint's `reads_hands(obs [R, D] float, state) -> [R] bool` (its state advance on obs reads
     cards of partners other than the last mover), or None: it reads none."""
@@ -83,11 +84,17 @@ class StepPolicy:
     def view(self, state: HanabiState, hid: tuple, mover: torch.Tensor, move: torch.Tensor) -> StepView:
         return StepView(state, hid, mover, move.long())
 
+    def with_hand(self, state: HanabiState, hands: torch.Tensor, rows: torch.Tensor | None = None
+                  ) -> HanabiState:
+        """state [n] with the searcher holding hands [n, H] (-1 empty), on `rows` [n] bool (default all)."""
+        mine = (torch.arange(self.game.players, device=hands.device) == self.seat)[None, :, None]
+        if rows is not None:
+            mine = mine & rows[:, None, None]
+        return state.replace(hands=torch.where(mine, hands[:, None, :].to(state.hands.dtype), state.hands))
+
     def candidate_states(self, state: HanabiState, hands: torch.Tensor, game: torch.Tensor) -> HanabiState:
         """States [n]: game[i]'s state (state [G]) with the searcher holding hands[i] ([n, H], -1 empty)."""
-        st = state.index(game)
-        mine = (torch.arange(self.game.players, device=hands.device) == self.seat)[None, :, None]
-        return st.replace(hands=torch.where(mine, hands[:, None, :].to(st.hands.dtype), st.hands))
+        return self.with_hand(state.index(game), hands)
 
     def made_move(self, view: StepView, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
         """[n] bool: under hands [n, H] (long) the mover of game[i] makes its move (legal, greedy)."""

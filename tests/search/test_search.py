@@ -413,6 +413,34 @@ def test_every_search_set_up_refuses_a_blueprint_with_a_private_state():
         assert len(play_games(setup, games=2)) == 2
 
 
+def test_lbs_without_a_belief_is_refused_by_the_set_up_and_by_with_mode():
+    """Every entry point's check: LBS with no belief served is one line, whether the set-up is made for it
+    or reached from another mode's set-up (a table's rows)."""
+    net = blueprint(GAME)
+    with pytest.raises(ValueError, match="LBS needs a belief") as e:
+        SearchSetup.of(GAME, net, "lbs-inf", CFG)
+    assert "\n" not in str(e.value)
+    with SearchSetup.of(GAME, net, "blueprint", CFG) as setup:
+        assert setup.with_mode("sparta").mode.sampler is Sampler.RANGE  # needs none
+        with pytest.raises(ValueError, match="LBS needs a belief"):
+            setup.with_mode("lbs-2")
+    with SearchSetup.of(GAME, net, "blueprint", CFG, belief(GAME)) as setup:
+        assert setup.with_mode("lbs-2").mode.sampler is Sampler.BELIEF
+
+
+def test_the_shipped_belief_goes_with_the_shipped_blueprints_only(tmp_path):
+    from lbs.models.io import shipped_belief
+
+    root = Path(__file__).resolve().parents[2] / "checkpoints"
+    assert shipped_belief(root / "blueprint_2p.pt", root) == str(root / "belief_2p.pt")
+    assert shipped_belief(root / "blueprint_2c.pt", root) == str(root / "belief_2c.pt")
+    assert shipped_belief("smartbot", root) == str(root / "belief_smartbot_2p.pt")
+    copy = tmp_path / "blueprint_2p.pt"  # the same name elsewhere is another blueprint
+    copy.write_bytes((root / "blueprint_2p.pt").read_bytes())
+    assert shipped_belief(copy, root) is None
+    assert shipped_belief(root / "belief_2p.pt", root) is None
+
+
 def test_progress_is_reported_after_every_move_and_counts_the_searched_moves():
     net, model = blueprint(GAME), belief(GAME)
     seen = []
