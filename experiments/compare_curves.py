@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import sys
 from pathlib import Path
 
@@ -24,11 +25,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lbs import ckpt  # noqa: E402
+from lbs.ckpt import SaveError, write_atomic  # noqa: E402
 
 if __package__:
-    from .common import RESULTS, machine
+    from .common import machine, result_path, write_result
 else:
-    from common import RESULTS, machine
+    from common import machine, result_path, write_result
 
 SMARTBOT_2P = 22.981
 """SmartBot's 2-player score over 100,000 games
@@ -53,9 +55,11 @@ def load_run(spec: str) -> tuple[str, Path, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="NAME=FOLDER or NAME=CHECKPOINT")
-    ap.add_argument("--name", default="runs", help="file name part of the outputs")
+    ap.add_argument("--name", default="runs", help="the record's name: experiments/results/compare_curves/"
+                    "compare_curves_<date>_NAME.md and .png")
     ap.add_argument("--notes", default="", help="free text for the markdown (how the runs were started)")
     args = ap.parse_args()
+    out = result_path("compare_curves", args.name, "")  # refused now (a name taken today, a bad name)
     runs = [load_run(s) for s in args.runs]
     fig, (ax, ax_wall) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     sections = []
@@ -89,17 +93,19 @@ def main() -> None:
     ax.legend()
     fig.suptitle(f"blueprint learning curves: {args.name}")
     stamp = datetime.date.today()
-    out = RESULTS / "compare_curves"
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / f"compare_curves_{stamp}_{args.name}.png"
+    png = out.with_suffix(".png")
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    try:
+        write_atomic(png, buf.getvalue())
+    except SaveError as e:
+        sys.exit(f"compare_curves: {e}")
     text = (f"# Learning curves: {args.name} ({stamp})\n\n- machine: {machine()}\n"
             f"- command: `python {' '.join(sys.argv)}`\n- figure: {png.name}\n"
             f"- line to reach: SmartBot {SMARTBOT_2P} (2 players, 100,000 games)\n\n{args.notes}\n\n"
             + "\n".join(sections))
-    (out / f"compare_curves_{stamp}_{args.name}.md").write_text(text)
-    print(text)
+    write_result(text, "compare_curves", args.name, "", out)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Are a blueprint's Q-values values? LBS-K bootstraps a rollout with the VDN sum over seats of each seat's Q
 of its greedy move, so that sum must predict the blueprint's own return, not just rank its moves.
 
-    python experiments/leaf_values.py checkpoints/blueprint_2p.pt --games 2000 --record
+    python experiments/leaf_values.py checkpoints/blueprint_2p.pt --games 2000 --record blueprint_2p
 
 Plays greedy self-play games on the scoring deals (seeds 0.. of the evaluation stream, as train/score.py)
 and compares, per game, V_0 = sum over seats of max legal Q at the first step with the final score (mean,
 spread, correlation, error), then the same at every step of every game: V_t against the points still to
 come (final score - score at t), undiscounted and discounted with the run's gamma. Writes
-experiments/results/leaf_values/leaf_values_<date>_<name>.md with --record.
+experiments/results/leaf_values/leaf_values_<date>_NAME.md with --record NAME (else a scratch file).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from lbs.models import load_blueprint
 from lbs.seeding import Stream, game_seeds
 
 if __package__:
-    from .common import RESULTS, machine
+    from .common import machine, result_path, write_result
 else:
-    from common import RESULTS, machine
+    from common import machine, result_path, write_result
 
 
 def leaf_values(path: str, games: int, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -74,10 +74,13 @@ def main() -> None:
     ap.add_argument("blueprint", help="a blueprint checkpoint")
     ap.add_argument("--games", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--record", action="store_true", help="write into experiments/results/leaf_values/")
+    ap.add_argument("--record", default=None, metavar="NAME",
+                    help="write experiments/results/leaf_values/leaf_values_<date>_NAME.md")
+    ap.add_argument("--out", default="runs/leaf_values", help="scratch folder when not recording")
     args = ap.parse_args()
     if args.games < 2:
         sys.exit(f"leaf_values: --games {args.games}: need at least 2 games for a spread")
+    out = result_path("leaf_values", args.record, args.out)  # refused now, not after the games
     try:
         blob = ckpt.load(args.blueprint, "blueprint", map_location="cpu")
     except ckpt.CheckpointError as e:
@@ -123,11 +126,7 @@ At every step of every game ({int(m.sum())} steps), V_t against the points still
 {row("final score - score at t (undiscounted)", err, togo)}
 {row(f"discounted return to go (gamma {gamma})", derr, disc)}
 """
-    print(text)
-    if args.record:
-        out = RESULTS / "leaf_values"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"leaf_values_{datetime.date.today()}_{Path(args.blueprint).stem}.md").write_text(text)
+    write_result(text, "leaf_values", args.record, args.out, out)
 
 
 if __name__ == "__main__":
