@@ -26,6 +26,7 @@ import torch
 
 from lbs.acting import Turn, play, until_all_over
 from lbs.bots import SmartBot
+from lbs.ckpt import SaveError, write_atomic
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.random_play import core_step
 from lbs.models import resolve_device
@@ -185,10 +186,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"- Command: `python experiments/bench_smartbot.py {command}`\n\n{body}")
 
     def save(body: str, partial: bool) -> None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(text(body, partial))
-        tmp.replace(out)
+        try:
+            write_atomic(out, text(body, partial).encode())
+        except SaveError as e:
+            sys.exit(f"bench_smartbot: {e}")
 
     body = scores(args, device, save) if args.what == "scores" else speed(args, device)
     write_result(text(body), NAME, args.record, args.out, out)
