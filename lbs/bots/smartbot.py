@@ -80,6 +80,15 @@ class _Board(NamedTuple):
     valuable: torch.Tensor
 
 
+class SeatView(NamedTuple):
+    """What a seat to move decides from (rows first): its observation's fields, its knowledge after reading
+    that observation, and the board now. Search swaps the cards it shows of one partner (moves_seeing)."""
+
+    ob: _Obs
+    possible: torch.Tensor  # [R, P, H] int32
+    board: _Board
+
+
 @dataclass(frozen=True)
 class _Masks:
     """A game's constant tables: identity bit masks (int32, card ids < 25) per card, colour, rank and hint
@@ -175,6 +184,20 @@ class SmartBot(nn.Module):
         finesse), so what a row's seat sees of other hands changes its state, not only its move. Search
         asks this to know when the searcher's unseen cards enter the partners' shared state."""
         return discard_finesse(self.game, state, decode(self.game, priv))
+
+    def seat_view(self, priv: torch.Tensor, state: SmartBotState) -> SeatView:
+        """What each row's seat to move decides from: its observation priv [R, D] and its state after
+        reading it (step's output). Only the cards it sees enter the decision beyond this, so search asks
+        moves_seeing for every candidate hand of a partner instead of re-running the step per candidate."""
+        bd = _Board(state.playable, state.worthless, state.valuable)
+        return SeatView(decode(self.game, priv), state.possible, bd)
+
+    def moves_seeing(self, view: SeatView, partner: torch.Tensor, hands: torch.Tensor) -> torch.Tensor:
+        """[n] long: each row's move (view: seat_view's rows) if the player `partner` [n] seats after the
+        mover held hands [n, H] (card ids, -1 empty; which slots are held is the view's)."""
+        at = (torch.arange(self.game.players, device=hands.device) == partner[:, None])[..., None]
+        ob = view.ob._replace(hands=torch.where(at, hands[:, None, :].long(), view.ob.hands))
+        return decide(self.game, view.possible, ob, view.board)
 
 
 def _rows_of(fields: NamedTuple, rows: torch.Tensor) -> NamedTuple:

@@ -136,7 +136,8 @@ class ExactRange:
         blind = self._blind(before)
         partner = active & (mover != self.seat)
         if isinstance(self.policy, StepPolicy):
-            view, hid = self.policy.view(blind, self.hid, mover, move), self._advance(blind, active)
+            hid = self._advance(blind, active)
+            view = self.policy.view(blind, self.hid, hid, mover, move)
         else:
             obs = encode(game, blind)  # [G, P, D] float
             publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)

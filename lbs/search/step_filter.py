@@ -15,6 +15,12 @@ that card as their newest card, so its state reads the partners' cards (the sear
 The blueprint says so (`reads_hands`, found by `hand_reads`); the range then advances the shared state
 on a hand from the filtered range (every hand left in it makes the same read: the discarding partner's
 own rule, itself filtered, fixed whether the searcher's newest card is the one discarded).
+
+A blueprint whose decision reads the seen cards only after its state update (SmartBot: `seat_view`,
+`moves_seeing`) gets the cheap path: the mover's view is built once per game from the shared state the
+range advanced, and each candidate costs only the decision with its cards shown, no observation encoded
+and no state update per candidate. Every hand left in the range gives the mover that shared state (the
+paragraph above), so both paths keep the same rows; tests/search/test_smartbot_search.py checks it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from torch import nn
 
 from ..acting import seat_q
 from ..hanabi.config import GameConfig
+from ..hanabi.encode import encode
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from ..models.qnet import select_rows, state_batch_dim
@@ -44,6 +51,17 @@ def hand_reads(module: nn.Module) -> Callable[[torch.Tensor, tuple], torch.Tenso
     """The blueprint's `reads_hands(obs [R, D] float, state) -> [R] bool` (its state advance on obs reads
     cards of partners other than the last mover), or None: it reads none."""
     return getattr(module, "reads_hands", None)
+
+
+def seat_views(module: nn.Module) -> bool:
+    """Whether the blueprint decides from a per-seat view with the seen cards swappable (`seat_view` and
+    `moves_seeing`, see the module doc)."""
+    return callable(getattr(module, "seat_view", None)) and callable(getattr(module, "moves_seeing", None))
+
+
+def take(tree: tuple, rows: torch.Tensor) -> tuple:
+    """The same (nested) named tensors at rows (batch first)."""
+    return type(tree)(*(take(x, rows) if isinstance(x, tuple) else x.index_select(0, rows) for x in tree))
 
 
 def where_rows(rows: torch.Tensor, new: tuple, old: tuple) -> tuple:
@@ -66,6 +84,7 @@ class StepView:
     hid: tuple  # the seats' shared state before reading it, rows g * P + p
     mover: torch.Tensor  # [G] long
     move: torch.Tensor  # [G] long: the move the partner made
+    seat: tuple | None = None  # [G] the mover's seat_view (the cheap path), else None
 
 
 class StepPolicy:
@@ -75,14 +94,26 @@ class StepPolicy:
         self.game, self.net, self.seat, self.max_bytes = game, net, seat, max_bytes
         with net.borrowed() as module:
             self.reads = hand_reads(module)
+            self.cheap = seat_views(module)
+        """whether candidates take the cheap path (the mover's view shared, see the module doc)"""
 
     def chunk(self, device: torch.device) -> int:
         """Candidates per step call (each is P rows of the step) under the memory cap."""
         cap = self.max_bytes or (CPU_BYTES if device.type == "cpu" else GPU_BYTES)
         return max(1, cap // (self.game.players * self.game.obs_dim * BYTES_PER_FEATURE))
 
-    def view(self, state: HanabiState, hid: tuple, mover: torch.Tensor, move: torch.Tensor) -> StepView:
-        return StepView(state, hid, mover, move.long())
+    def view(self, state: HanabiState, hid: tuple, new: tuple, mover: torch.Tensor, move: torch.Tensor
+             ) -> StepView:
+        """The partner move `move` [G] of `mover` [G] in `state` [G], the seats' shared state `hid` before
+        reading it and `new` after (ExactRange._advance's)."""
+        seat = None
+        if self.cheap:
+            p = self.game.players
+            obs = encode(self.game, state, observers=mover[:, None])[:, 0].float()
+            rows = torch.arange(state.batch_size, device=mover.device) * p + mover
+            with self.net.borrowed() as module:
+                seat = module.seat_view(obs, select_rows(new, rows))
+        return StepView(state, hid, mover, move.long(), seat)
 
     def with_hand(self, state: HanabiState, hands: torch.Tensor, rows: torch.Tensor | None = None
                   ) -> HanabiState:
@@ -105,6 +136,11 @@ class StepPolicy:
 
     def _made_move(self, view: StepView, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
         g, p, n = self.game, self.game.players, hands.shape[0]
+        if view.seat is not None:  # the cheap path: the mover's decision with the candidate's cards shown
+            partner = (self.seat - view.mover.index_select(0, game)) % p
+            with self.net.borrowed() as module:
+                moves = module.moves_seeing(take(view.seat, game), partner, hands)
+            return moves == view.move.index_select(0, game)
         st = self.candidate_states(view.state, hands, game)
         rows = (game[:, None] * p + torch.arange(p, device=game.device)).reshape(-1)  # [n * P]
         _, legal, q, _ = seat_q(g, st, self.net.step, select_rows(view.hid, rows))

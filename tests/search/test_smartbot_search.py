@@ -173,6 +173,29 @@ def test_filter_chunks_are_a_memory_cap_only() -> None:
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_mover_view_keeps_what_the_whole_step_keeps(name: str) -> None:
+    """The cheap filter (the mover's decision with each candidate's cards shown) keeps exactly the rows the
+    whole step on every candidate's observations keeps, over whole games in every seat."""
+    game = SMALL[name]
+    net = SmartBot(game)
+    turns = play_games(game, net, 24, seed=5)
+    for seat in range(game.players):
+        out = []
+        for cheap in (True, False):
+            rng = ExactRange(game, served(net), seat)
+            assert rng.policy.cheap
+            rng.policy.cheap = cheap
+            rng.reset(turns[0].state)
+            for turn in turns:
+                rng.update(turn.state, turn.move, turn.next_state)
+                out.append(rng.probabilities())
+        half = len(out) // 2
+        for a, b in zip(out[:half], out[half:], strict=True):
+            for x, y in zip(a, b, strict=True):
+                assert torch.equal(x, y)
+
+
 def test_rollouts_play_smartbot_in_every_seat() -> None:
     """A rollout of the blueprint's own move from a real position, with the real deck and the real seats'
     states, plays out the real game: every seat is SmartBot through the same step."""
