@@ -118,6 +118,7 @@ class ExactRange:
             slot = torch.where(cons.hand_len.index_select(0, self.game_of) > s, s, -1)
             self._extend(slot, plaus[:, s] & (cons.unseen > 0))
             self._keep(self._consistent(plaus))
+        self.plaus = plaus
         self.hid = self.net.initial_state(g * self.game.players)
         self.pending: list[tuple[PartnerView | StepView, torch.Tensor]] = []  # (view, games [G] to filter)
         if self.checked:
@@ -152,8 +153,10 @@ class ExactRange:
         own = active & (mover == self.seat) & ((kind == PLAY) | (kind == DISCARD))
         if bool(own.any()):
             self._own_card(own, slot, after.last_card, after.deck_pos > before.deck_pos, cons)
-        self.unseen = cons.unseen
-        self._keep(self._consistent(plaus))
+        # only games whose hints or unseen counts changed (or whose hand did) can hold rows that now fail them
+        changed = own | (plaus != self.plaus).flatten(1).any(1) | (cons.unseen != self.unseen).any(1)
+        self.unseen, self.plaus = cons.unseen, plaus
+        self._keep(self._consistent(plaus, changed))
         # partners: the counterfactual filter on the candidates that agree with everything else
         if bool((partner & self.tracked).any()):
             self.pending.append((view, partner & self.tracked))
@@ -175,14 +178,14 @@ class ExactRange:
             return SampledHands(out.hands.index_select(0, games), out.valid.index_select(0, games))
         g, dev = self.num_games, self.device
         self._flush_small()
-        w = self.weights()
+        size = self.size()
+        w = self.weights(self.tracked & (size <= self.max_range))  # larger games give no samples
         cum = w.cumsum(0)
         total = torch.zeros(g, dtype=torch.long, device=dev).index_add_(0, self.game_of, w)
         start = total.cumsum(0) - total
         u = uniform(keys.to(dev).long()[:, None], torch.arange(k, device=dev)[None, :])  # [G, k]
         target = start[:, None] + (u * total[:, None].double()).long()
         row = torch.searchsorted(cum, target, right=True).clamp(max=max(w.shape[0] - 1, 0))
-        size = self.size()
         valid = (self.tracked & (total > 0) & (size <= self.max_range))[:, None].expand(g, k)
         hands = self.hands.long()
         if hands.shape[0] == 0:  # nothing to draw from anywhere: a dummy row, masked below
@@ -197,13 +200,22 @@ class ExactRange:
         self._flush_small()
         return torch.where(self.tracked, self.rows(), -1)
 
-    def weights(self) -> torch.Tensor:
-        """[N] long counting weight of every row (unnormalised probability)."""
-        out = torch.empty(self.hands.shape[0], dtype=torch.long, device=self.device)
-        for i in range(0, self.hands.shape[0], self.chunk):
-            sl = slice(i, i + self.chunk)
-            out[sl] = _ways(self.hands[sl].long(), self.game_of[sl], self.unseen)
+    def weights(self, games: torch.Tensor | None = None) -> torch.Tensor:
+        """[N] long counting weight of every row (unnormalised probability); with games [G] bool, of the rows
+        of those games only (0 elsewhere)."""
+        out = torch.zeros(self.hands.shape[0], dtype=torch.long, device=self.device)
+        for r in self._row_chunks(games):
+            out[r] = _ways(self.hands[r].long(), self.game_of[r], self.unseen)
         return out
+
+    def _row_chunks(self, games: torch.Tensor | None) -> list:
+        """The rows of games [G] bool (None: every row) in chunks of at most `chunk`: slices of the block,
+        or index tensors when only some games are asked for (rows are sorted by game)."""
+        n = self.hands.shape[0]
+        if games is None or bool(games.all()):
+            return [slice(i, i + self.chunk) for i in range(0, n, self.chunk)]
+        idx = games.index_select(0, self.game_of).nonzero().flatten()
+        return list(idx.split(self.chunk))
 
     def probabilities(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(hands [N, H] long, game [N], probability [N] float64 within its game): the range as tensors,
@@ -274,6 +286,8 @@ class ExactRange:
     def _keep(self, keep: torch.Tensor) -> None:
         """Delete the rows where keep [N] is False (order is kept, so rows stay sorted by game)."""
         idx = keep.nonzero().flatten()
+        if idx.numel() == keep.numel():  # nothing to delete: no copy of the block
+            return
         self.hands, self.game_of = self.hands.index_select(0, idx), self.game_of.index_select(0, idx)
 
     def _extend(self, slot: torch.Tensor, allowed: torch.Tensor) -> None:
@@ -312,18 +326,18 @@ class ExactRange:
         grow = (own & drew).index_select(0, self.game_of)
         self._extend(torch.where(grow, new_slot, -1), cons.unseen > 0)
 
-    def _consistent(self, plaus: torch.Tensor) -> torch.Tensor:
-        """[N] bool: the row fits the hints (plaus [G, H, T]) and the unseen counts."""
+    def _consistent(self, plaus: torch.Tensor, games: torch.Tensor | None = None) -> torch.Tensor:
+        """[N] bool: the row fits the hints (plaus [G, H, T]) and the unseen counts; with games [G] bool,
+        only those games' rows are checked (the others are kept)."""
         h, t = self.game.hand_size, self.game.card_types
-        out = torch.empty(self.hands.shape[0], dtype=torch.bool, device=self.device)
+        out = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
         flat = plaus.flatten()
         j = torch.arange(h, device=self.device)
-        for i in range(0, self.hands.shape[0], self.chunk):
-            sl = slice(i, i + self.chunk)
-            hands, game = self.hands[sl].long(), self.game_of[sl]
+        for r in self._row_chunks(games):
+            hands, game = self.hands[r].long(), self.game_of[r]
             ok = flat.index_select(0, ((game[:, None] * h + j) * t + hands.clamp(min=0)).flatten())
             ok = (ok.view(hands.shape) | (hands < 0)).all(1)
-            out[sl] = ok & (_ways(hands, game, self.unseen) > 0)
+            out[r] = ok & (_ways(hands, game, self.unseen) > 0)
         return out
 
     def _check(self, state: HanabiState) -> None:
