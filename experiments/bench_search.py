@@ -96,18 +96,20 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     rows, ranges = [], []
+    cpu_clock = device.type == "cpu" and args.threads == 1  # core-seconds, whatever else the machine runs
+    clock = time.thread_time if cpu_clock else time.perf_counter
     with torch.no_grad():
         for mode in args.modes:
             grid = product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs], args.max_rows)
             for bg, groups, graphs, max_rows in grid:
-                timing = Timing() if groups == 1 else None  # one group's time only
+                timing = Timing(cpu=cpu_clock) if groups == 1 else None  # one group's time only
                 setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows)
                 made: list[Followed] = []
                 if setup.mode.searches:
-                    setup = replace(setup, make_sampler=_recording(setup.sampler, made))
-                t0 = time.perf_counter()
+                    setup = replace(setup, make_sampler=_recording(setup.sampler, made, clock))
+                t0 = clock()
                 res = play_games(setup, args.games, 0, bg, groups=groups)
-                sec = time.perf_counter() - t0
+                sec = clock() - t0
                 searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
                 rows.append(
                     (
@@ -148,6 +150,9 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         "",
         f"- Date: {datetime.date.today()}; machine: {machine()}; device {device}.",
         f"- Command: `python {' '.join(sys.argv)}`",
+        "- Clock: " + ("CPU time of the searching thread (one torch thread on a CPU: core-seconds, whatever "
+                       "else runs on the machine)." if device.type == "cpu" and args.threads == 1 else
+                       "wall time."),
         f"- {args.games} games per setting, {args.rollouts} rollouts per searched move "
         f"({args.min_rollouts} per move before pruning). 'At 10K' scales s/game linearly by {scale:g} "
         "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
@@ -204,9 +209,11 @@ class Followed:
         return out
 
 
-def _recording(make, made: list[Followed]):
+def _recording(make, made: list[Followed], clock):
     def build():
         made.append(Followed(make()))
+        if isinstance(made[-1].inner, ExactRange):
+            made[-1].inner.clock = clock
         return made[-1]
 
     return build

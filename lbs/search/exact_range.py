@@ -84,7 +84,9 @@ class ExactRange:
             split = hasattr(module, "public_out")  # the networks: public output, then private layers
         self.policy = CandidatePolicy(game, net, seat) if split else StepPolicy(game, net, seat)
         self.filter_seconds = 0.0
-        """wall time spent in counterfactual filters so far (they run deferred: in updates and draws)"""
+        """time spent in counterfactual filters so far (they run deferred: in updates and draws)"""
+        self.clock = time.perf_counter
+        """the clock filter_seconds reads (a benchmark may set the thread's CPU clock)"""
 
     # ---- the searcher's view ---------------------------------------------------------------------------
     def _facts(self, state: HanabiState) -> tuple[HandConstraints, torch.Tensor]:
@@ -153,10 +155,18 @@ class ExactRange:
         own = active & (mover == self.seat) & ((kind == PLAY) | (kind == DISCARD))
         if bool(own.any()):
             self._own_card(own, slot, after.last_card, after.deck_pos > before.deck_pos, cons)
-        # only games whose hints or unseen counts changed (or whose hand did) can hold rows that now fail them
-        changed = own | (plaus != self.plaus).flatten(1).any(1) | (cons.unseen != self.unseen).any(1)
+        # only what changed can rule rows out: a game's new hints, a card type with fewer unseen copies (one
+        # type after a partner's draw, the common case: only rows holding more of it than are left fail), or
+        # the searcher's own hand (every check)
+        hinted = (plaus != self.plaus).flatten(1).any(1)
+        fewer = cons.unseen < self.unseen  # [G, T]
+        one = fewer.sum(1) == 1
+        full = own | (fewer.any(1) & ~one)
         self.unseen, self.plaus = cons.unseen, plaus
-        self._keep(self._consistent(plaus, changed))
+        keep = self._consistent(plaus, full)
+        keep &= self._consistent(plaus, hinted & ~full, counts=False)
+        keep &= self._within(fewer.long().argmax(1), one & ~full)
+        self._keep(keep)
         # partners: the counterfactual filter on the candidates that agree with everything else
         if bool((partner & self.tracked).any()):
             self.pending.append((view, partner & self.tracked))
@@ -212,6 +222,8 @@ class ExactRange:
         """The rows of games [G] bool (None: every row) in chunks of at most `chunk`: slices of the block,
         or index tensors when only some games are asked for (rows are sorted by game)."""
         n = self.hands.shape[0]
+        if games is not None and not bool(games.any()):
+            return []
         if games is None or bool(games.all()):
             return [slice(i, i + self.chunk) for i in range(0, n, self.chunk)]
         idx = games.index_select(0, self.game_of).nonzero().flatten()
@@ -260,7 +272,7 @@ class ExactRange:
     # ---- the deferred counterfactual filters -----------------------------------------------------------
     def _flush(self, games: torch.Tensor) -> None:
         """Apply every pending partner filter to the rows of games [G] bool (in chunks of rows)."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         for i, (view, todo) in enumerate(self.pending):
             rows = (todo & games).index_select(0, self.game_of).nonzero().flatten()
             keep = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
@@ -271,7 +283,7 @@ class ExactRange:
             self._keep(keep)
             self.pending[i] = (view, todo & ~games)
         self.pending = [(v, todo) for v, todo in self.pending if bool(todo.any())]  # a host sync: timed
-        self.filter_seconds += time.perf_counter() - t0
+        self.filter_seconds += self.clock() - t0
 
     def rows(self) -> torch.Tensor:
         """[G] rows held per game (an upper bound on the range while filters are pending)."""
@@ -326,9 +338,10 @@ class ExactRange:
         grow = (own & drew).index_select(0, self.game_of)
         self._extend(torch.where(grow, new_slot, -1), cons.unseen > 0)
 
-    def _consistent(self, plaus: torch.Tensor, games: torch.Tensor | None = None) -> torch.Tensor:
-        """[N] bool: the row fits the hints (plaus [G, H, T]) and the unseen counts; with games [G] bool,
-        only those games' rows are checked (the others are kept)."""
+    def _consistent(self, plaus: torch.Tensor, games: torch.Tensor | None = None, counts: bool = True
+                    ) -> torch.Tensor:
+        """[N] bool: the row fits the hints (plaus [G, H, T]) and (counts) the unseen counts; with games [G]
+        bool, only those games' rows are checked (the others are kept)."""
         h, t = self.game.hand_size, self.game.card_types
         out = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
         flat = plaus.flatten()
@@ -337,7 +350,18 @@ class ExactRange:
             hands, game = self.hands[r].long(), self.game_of[r]
             ok = flat.index_select(0, ((game[:, None] * h + j) * t + hands.clamp(min=0)).flatten())
             ok = (ok.view(hands.shape) | (hands < 0)).all(1)
-            out[r] = ok & (_ways(hands, game, self.unseen) > 0)
+            out[r] = ok & (_ways(hands, game, self.unseen) > 0) if counts else ok
+        return out
+
+    def _within(self, card: torch.Tensor, games: torch.Tensor) -> torch.Tensor:
+        """[N] bool: the row holds at most as many copies of card [G] as are unseen, in games [G] bool (the
+        rows of other games are kept); the only count a partner's draw can break."""
+        out = torch.ones(self.hands.shape[0], dtype=torch.bool, device=self.device)
+        left = self.unseen.gather(1, card[:, None]).squeeze(1)  # [G]
+        for r in self._row_chunks(games):
+            game = self.game_of[r]
+            held = (self.hands[r] == card.index_select(0, game)[:, None].to(self.hands.dtype)).sum(1)
+            out[r] = held <= left.index_select(0, game)
         return out
 
     def _check(self, state: HanabiState) -> None:

@@ -23,8 +23,13 @@ class Timing:
     drawing: float = 0.0
     """the part of `sampler` spent drawing hands for searched moves (SPARTA: with the deferred counterfactual
     filters of the searched games, which run there)"""
+    cpu: bool = False
+    """read the calling thread's CPU time instead of the wall clock: with one torch thread on a CPU these are
+    core-seconds, unaffected by other jobs sharing the machine"""
 
     def clock(self) -> float:
+        if self.cpu:
+            return time.thread_time()
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return time.perf_counter()
