@@ -121,6 +121,7 @@ class ExactRange:
             self._extend(slot, plaus[:, s] & (cons.unseen > 0))
             self._keep(self._consistent(plaus))
         self.plaus = plaus
+        self._drawn: tuple | None = None  # _drawing's cache
         self.hid = self.net.initial_state(g * self.game.players)
         self.pending: list[tuple[PartnerView | StepView, torch.Tensor]] = []  # (view, games [G] to filter)
         if self.checked:
@@ -187,21 +188,30 @@ class ExactRange:
             out = self.sample(k, full.index_copy(0, games.to(self.device), keys.to(self.device).long()))
             return SampledHands(out.hands.index_select(0, games), out.valid.index_select(0, games))
         g, dev = self.num_games, self.device
-        self._flush_small()
-        size = self.size()
-        w = self.weights(self.tracked & (size <= self.max_range))  # larger games give no samples
-        cum = w.cumsum(0)
-        total = torch.zeros(g, dtype=torch.long, device=dev).index_add_(0, self.game_of, w)
+        size, cum, total = self._drawing()
         start = total.cumsum(0) - total
         u = uniform(keys.to(dev).long()[:, None], torch.arange(k, device=dev)[None, :])  # [G, k]
         target = start[:, None] + (u * total[:, None].double()).long()
-        row = torch.searchsorted(cum, target, right=True).clamp(max=max(w.shape[0] - 1, 0))
+        row = torch.searchsorted(cum, target, right=True).clamp(max=max(cum.shape[0] - 1, 0))
         valid = (self.tracked & (total > 0) & (size <= self.max_range))[:, None].expand(g, k)
-        hands = self.hands.long()
+        hands = self.hands
         if hands.shape[0] == 0:  # nothing to draw from anywhere: a dummy row, masked below
             hands = hands.new_full((1, self.game.hand_size), -1)
-        out = hands.index_select(0, row.reshape(-1)).view(g, k, -1)
+        out = hands.index_select(0, row.reshape(-1)).long().view(g, k, -1)
         return SampledHands(torch.where(valid[..., None], out, -1), valid.clone())
+
+    def _drawing(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(size [G], cumulative weights [N], total weight [G]) to draw from, pending filters of the games
+        within max_range applied first; kept while the rows and counts stay the same objects (a search
+        draws many rounds between two real moves, and every change replaces them)."""
+        self._flush_small()
+        key = (self.hands, self.unseen)
+        if self._drawn is None or any(a is not b for a, b in zip(self._drawn[0], key, strict=True)):
+            size = self.size()
+            w = self.weights(self.tracked & (size <= self.max_range))  # larger games give no samples
+            total = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
+            self._drawn = key, (size, w.cumsum(0), total.index_add_(0, self.game_of, w))
+        return self._drawn[1]
 
     @torch.no_grad()
     def size(self) -> torch.Tensor:
