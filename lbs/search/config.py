@@ -79,7 +79,9 @@ class SearchConfig:
     seat: int = 0
     """the searching seat; every other seat plays the blueprint"""
     max_range: int = 1_000_000
-    """SPARTA: while the exact range holds more hands than this, play the blueprint move"""
+    """SPARTA: while the exact range holds more hands than this, its pending counterfactual filters wait and
+    hands are drawn from it by rejection (the filters run on the draws only); at most this many, the
+    filters run on every hand"""
     max_rows: int = 8192
     """rollouts run in one engine batch (memory cap); results do not depend on it"""
     cuda_graphs: bool = False

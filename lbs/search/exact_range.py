@@ -25,6 +25,10 @@ view, a few [G, ...] tensors) and applied when it is needed: before the searcher
 sizes are asked for, but only for games whose rows already fit max_range. Early in the full game the
 range has millions of rows (the searcher's first move filter would cost tens of seconds on a CPU); its
 filters wait until hints or the searcher's own play shrink it, and run on far fewer rows then.
+Meanwhile such a game is drawn from by rejection: OVERSAMPLE times the wanted hands are drawn from the
+rows' counting weights and its pending filters run on those draws alone; the first k that pass are
+exact draws from the posterior (the filters are 0/1 likelihoods), so search runs at every move, as the
+paper's single-agent SPARTA does, at the cost of a few filters per drawn hand instead of per row.
 
 Everything comes from what the searcher observes: its own canonical observation (counts, knowledge,
 hand length) and the other players' cards; the searcher's true hand and the deck order are never read
@@ -37,9 +41,9 @@ enumerated whenever that bound (product over slots of the cards still possible) 
 on a GPU). A game
 whose bound is larger at its deal (e.g. a 6-card hand) is not tracked at all: its samples are invalid
 for the whole game and the search plays the blueprint there. A tracked game above `max_range` keeps
-being updated; only its samples are invalid until the range shrinks. Its size is then measured before
-its pending filters (an upper bound), so a game whose filtered range would fit max_range may still wait
-for the next hint or own play (a difference from the paper's max range, which counts after filtering).
+being updated and is drawn from by rejection; its size is then measured before its pending filters (an
+upper bound), so a game whose filtered range would fit max_range may still wait for the next hint or own
+play before its filters run on every row.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ MAX_ENUM = 1 << 24
 """Largest per-game bound on the range that is enumerated (25^5 full-game hands fit)."""
 CPU_CHUNK, GPU_CHUNK = 8192, 262144
 """Default rows per filter and counting batch, per device (see the module doc)."""
+OVERSAMPLE = 4
+"""Hands drawn per wanted hand in a game above max_range, whose pending filters reject some of them
+(early in the full game they keep about four rows in five)."""
 
 
 class ExactRange:
@@ -180,25 +187,49 @@ class ExactRange:
         """k hands per game drawn from the range's probabilities with hashed counters keyed by keys [G]
         (lbs.hanabi.rng, so the same keys give the same hands on any device). Integer weights and an
         integer cumulative sum keep the draw exact; the 32-bit uniform quantises it to 2^-32.
-        Returns hands [G, k, H] long (-1 empty slots), valid [G, k] bool (False where the range is empty,
-        above max_range or not tracked). With games [G'] (the search's HandSampler call), keys are those
-        games' [G'] and so are the results."""
+        Returns hands [G, k, H] long (-1 empty slots), valid [G, k] bool (False where the range is empty or
+        not tracked, and, above max_range, past the draws its pending filters accepted: the first k of
+        OVERSAMPLE * k draws that pass them). With games [G'] (the search's HandSampler call), keys are
+        those games' [G'] and so are the results."""
         if games is not None:
             full = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
             out = self.sample(k, full.index_copy(0, games.to(self.device), keys.to(self.device).long()))
             return SampledHands(out.hands.index_select(0, games), out.valid.index_select(0, games))
         g, dev = self.num_games, self.device
         size, cum, total = self._drawing()
+        large = self.tracked & (size > self.max_range)  # pending filters: drawn by rejection
+        m = k * OVERSAMPLE if bool(large.any()) else k  # the first k draws do not depend on m
         start = total.cumsum(0) - total
-        u = uniform(keys.to(dev).long()[:, None], torch.arange(k, device=dev)[None, :])  # [G, k]
+        u = uniform(keys.to(dev).long()[:, None], torch.arange(m, device=dev)[None, :])  # [G, m]
         target = start[:, None] + (u * total[:, None].double()).long()
         row = torch.searchsorted(cum, target, right=True).clamp(max=max(cum.shape[0] - 1, 0))
-        valid = (self.tracked & (total > 0) & (size <= self.max_range))[:, None].expand(g, k)
+        ok = (self.tracked & (total > 0))[:, None].expand(g, m)
+        if m > k:
+            ok = ok & self._accepted(row, large)
+        # the first k accepted draws of each game, in draw order
+        first = torch.where(ok, torch.arange(m, device=dev), m).sort(1).values[:, :k]
+        valid = first < m
+        row = row.gather(1, first.clamp(max=m - 1))
         hands = self.hands
         if hands.shape[0] == 0:  # nothing to draw from anywhere: a dummy row, masked below
             hands = hands.new_full((1, self.game.hand_size), -1)
         out = hands.index_select(0, row.reshape(-1)).long().view(g, k, -1)
-        return SampledHands(torch.where(valid[..., None], out, -1), valid.clone())
+        return SampledHands(torch.where(valid[..., None], out, -1), valid)
+
+    def _accepted(self, row: torch.Tensor, games: torch.Tensor) -> torch.Tensor:
+        """[G, m] bool: the drawn rows row [G, m] pass every pending filter of their game, in games [G]
+        bool (True elsewhere); the filters run on the draws only, each on those the earlier ones passed."""
+        t0 = self.clock()
+        g, m = row.shape
+        game = torch.arange(g, device=self.device).repeat_interleave(m)
+        flat = row.reshape(-1)
+        ok = torch.ones(g * m, dtype=torch.bool, device=self.device)
+        for view, todo in self.pending:
+            idx = ((todo & games).index_select(0, game) & ok).nonzero().flatten()
+            for r in idx.split(self.chunk):
+                ok[r] = self.policy.made_move(view, self.hands.index_select(0, flat[r]).long(), game[r])
+        self.filter_seconds += self.clock() - t0
+        return ok.view(g, m)
 
     def _drawing(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(size [G], cumulative weights [N], total weight [G]) to draw from, pending filters of the games
@@ -208,7 +239,7 @@ class ExactRange:
         key = (self.hands, self.unseen)
         if self._drawn is None or any(a is not b for a, b in zip(self._drawn[0], key, strict=True)):
             size = self.size()
-            w = self.weights(self.tracked & (size <= self.max_range))  # larger games give no samples
+            w = self.weights(self.tracked)
             total = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
             self._drawn = key, (size, w.cumsum(0), total.index_add_(0, self.game_of, w))
         return self._drawn[1]

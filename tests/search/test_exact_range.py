@@ -233,8 +233,8 @@ def test_max_range_and_untracked_games() -> None:
     assert bool((size > 1).all())
     capped = ExactRange(game, served(net), 0, max_range=int(size.min()) - 1)
     capped.reset(turns[0].state)
-    assert torch.equal(capped.size(), size)  # still tracked
-    assert not bool(capped.sample(4, torch.arange(2)).valid.any())
+    assert torch.equal(capped.size(), size)  # still tracked, and drawn from by rejection
+    assert bool(capped.sample(4, torch.arange(2)).valid.all())
     untracked = ExactRange(game, served(net), 0, max_enum=2)
     untracked.reset(turns[0].state)
     for turn in turns:
@@ -242,6 +242,31 @@ def test_max_range_and_untracked_games() -> None:
     s = untracked.sample(4, torch.arange(2))
     assert torch.equal(untracked.size(), torch.full((2,), -1)) and not bool(s.valid.any())
     assert bool((s.hands == -1).all())
+
+
+def test_draws_above_max_range_are_posterior_draws() -> None:
+    """A range above max_range keeps its partner filters pending and draws by rejection: every valid draw is
+    a hand of the filtered range, and the draws' frequencies match its probabilities."""
+    game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
+    net = blueprint(game)
+    turns = play_games(game, net, 2, seed=3)
+    exact, capped = ExactRange(game, served(net), 1), ExactRange(game, served(net), 1, max_range=1)
+    for rng in (exact, capped):
+        rng.reset(turns[0].state)
+        for turn in turns[:5]:
+            rng.update(turn.state, turn.move, turn.next_state)
+    hands, game_of, prob = exact.probabilities()
+    assert capped.pending and bool((capped.rows() > exact.rows()).any())  # filters wait: rejection
+    k = 4000
+    drawn = capped.sample(k, torch.arange(2))
+    assert capped.pending  # drawing ran the filters on the draws only
+    for g in range(2):
+        want = {tuple(h.tolist()): float(p) for h, p, gg in zip(hands, prob, game_of, strict=True) if gg == g}
+        got = [tuple(h.tolist()) for h, ok in zip(drawn.hands[g], drawn.valid[g], strict=True) if ok]
+        assert len(got) > k // 2 and set(got) <= set(want)
+        freq = {h: got.count(h) / len(got) for h in set(got)}
+        tv = 0.5 * sum(abs(freq.get(h, 0.0) - p) for h, p in want.items())
+        assert tv < 0.06, (g, tv, len(want))
 
 
 def test_fast_first_layer_equals_full_network() -> None:

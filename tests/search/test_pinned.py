@@ -1,7 +1,8 @@
 """Search decisions and scores on fixed seeds, pinned: every searched move (candidates' means and rollout
 counts, through a digest), every move played, the scores, deviations and fallbacks of a few games per mode
 with the shipped pairs. The pinned values were recorded from these runs before the search set-up was
-redesigned; a change that alters any of them changes behaviour."""
+redesigned; a change that alters any of them changes behaviour. 2c/sparta-r40 was recorded again when a range
+above its max range began to be drawn from by rejection (it played the blueprint there before)."""
 
 from __future__ import annotations
 
