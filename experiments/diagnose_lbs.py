@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import torch
 
+from lbs import cli
 from lbs.acting import Turn, play
+from lbs.ckpt import CheckpointError
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
@@ -39,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", default="lbs-1")
+    ap.add_argument("--mode", default="lbs-1", help="the search mode (--plays uses the belief alone)")
     ap.add_argument("--sampler", choices=("true", "belief"), default="belief")
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--games", type=int, default=64)
@@ -54,9 +57,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.deviations:
         return count_deviations(args.deviations)
+    try:  # one line naming the flag or the file, before any game is played
+        cli.at_least("--games", args.games, 1)
+        cli.at_least("--samples", args.samples, 1)
+        cli.threads(args.threads)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
+        setup = build_search("lbs-inf" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg)
+    except (CheckpointError, ValueError) as e:
+        sys.exit(f"diagnose_lbs: {e}")
     torch.set_num_threads(args.threads)
-    cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
-    setup = build_search(args.mode, args.blueprint, args.belief, cfg=cfg)
     game = setup.game
     if args.plays:
         with torch.no_grad():

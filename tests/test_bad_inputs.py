@@ -125,6 +125,13 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--record", "../../x"], "--record '../../x'"),
             ([*PAIR, "--out", "/etc/hostname"], "/etc/hostname is a file, not a folder"),
         ],
+        "experiments/diagnose_lbs.py": [
+            ([*PAIR, "--games", "0"], "--games 0"),
+            ([*PAIR, "--plays", "--samples", "0"], "--samples 0"),
+            (["--blueprint", "smartbot", "--belief", str(ROOT / "checkpoints" / "belief_smartbot_2p.pt"),
+              "--mode", "lbs-1"], "use lbs-inf or sparta"),
+            ([*PAIR, "--delta", "nan"], "delta=nan"),
+        ],
         "experiments/bench_search.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
             ([*PAIR, "--groups", "0"], "--groups 0"),
@@ -154,8 +161,8 @@ def refusals(tmp_path_factory) -> list[tuple[str, list[str], str, int, str]]:
     return rows
 
 
-def test_at_least_forty_bad_invocations_over_six_entry_points(refusals):
-    assert len(refusals) >= 40 and len({r[0] for r in refusals}) == 6
+def test_at_least_forty_bad_invocations_over_seven_entry_points(refusals):
+    assert len(refusals) >= 40 and len({r[0] for r in refusals}) == 7
 
 
 def test_each_bad_invocation_is_one_line_and_a_non_zero_exit(refusals):
