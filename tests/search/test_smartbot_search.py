@@ -12,6 +12,7 @@ its share of the kept decks.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
@@ -237,13 +238,15 @@ def test_sparta_and_lbs_inf_on_the_range_decide_the_same() -> None:
         assert x.record.moves == y.record.moves and x.decisions == y.decisions
 
 
-def test_no_peeking_with_another_hand_the_history_allows(monkeypatch) -> None:
+@pytest.mark.parametrize("max_range", [SearchConfig.max_range, 1])
+def test_no_peeking_with_another_hand_the_history_allows(max_range: int, monkeypatch) -> None:
     """Swap the searcher's true hand, at one of its turns, for another hand of its range (so the history
     it saw is the same); replaying the game with search from the swapped deck makes every decision up to
-    and including that turn the same (the range and the seats' states follow the history, not the cards)."""
+    and including that turn the same (the range and the seats' states follow the history, not the cards).
+    With max_range 1 every draw is a rejection draw through the pending filters."""
     game = SMALL["p2_c3_r3_h3"]
     net = SmartBot(game)
-    cfg = tiny_search(game)
+    cfg = replace(tiny_search(game), max_range=max_range)
     n, seat = 4, cfg.seat
     with SearchSetup.of(game, net, "sparta", cfg) as setup:
         first = agent.play_games(setup, n, seed=8, batch_games=n)
