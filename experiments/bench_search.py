@@ -96,7 +96,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     rows, ranges = [], []
-    cpu_clock = device.type == "cpu" and args.threads == 1  # core-seconds, whatever else the machine runs
+    cpu_clock = _cpu_clock(device, args.threads)
     clock = time.thread_time if cpu_clock else time.perf_counter
     with torch.no_grad():
         for mode in args.modes:
@@ -151,8 +151,7 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         f"- Date: {datetime.date.today()}; machine: {machine()}; device {device}.",
         f"- Command: `python {' '.join(sys.argv)}`",
         "- Clock: " + ("CPU time of the searching thread (one torch thread on a CPU: core-seconds, whatever "
-                       "else runs on the machine)." if device.type == "cpu" and args.threads == 1 else
-                       "wall time."),
+                       "else runs on the machine)." if _cpu_clock(device, args.threads) else "wall time."),
         f"- {args.games} games per setting, {args.rollouts} rollouts per searched move "
         f"({args.min_rollouts} per move before pruning). 'At 10K' scales s/game linearly by {scale:g} "
         "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
@@ -207,6 +206,12 @@ class Followed:
             self.sizes.setdefault(self.turn + 1, []).extend(self.inner.rows().index_select(0, games).tolist())
             self.fresh = False
         return out
+
+
+def _cpu_clock(device: torch.device, threads: int) -> bool:
+    """Time by the searching thread's CPU clock: one torch thread on a CPU, so its CPU time is the
+    core-seconds spent, whatever else runs on the machine."""
+    return device.type == "cpu" and threads == 1
 
 
 def _recording(make, made: list[Followed], clock):

@@ -65,7 +65,8 @@ def main() -> None:
         setup = build_search("lbs-inf" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     game = setup.game
     if args.plays:
         with torch.no_grad():

@@ -148,7 +148,8 @@ class ExactRange:
         partner = active & (mover != self.seat)
         if isinstance(self.policy, StepPolicy):
             hid = self._advance(blind, active)
-            view = self.policy.view(blind, self.hid, hid, mover, move)
+            if bool((partner & self.tracked).any()):
+                view = self.policy.view(blind, self.hid, hid, mover, move)
         else:
             obs = encode(game, blind)  # [G, P, D] float
             publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
@@ -234,14 +235,15 @@ class ExactRange:
     def _drawing(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(size [G], cumulative weights [N], total weight [G]) to draw from, pending filters of the games
         within max_range applied first; kept while the rows and counts stay the same objects (a search
-        draws many rounds between two real moves, and every change replaces them)."""
-        self._flush_small()
-        key = (self.hands, self.unseen)
-        if self._drawn is None or any(a is not b for a, b in zip(self._drawn[0], key, strict=True)):
-            size = self.size()
+        draws many rounds between two real moves; a real move replaces the counts, and every change of the
+        rows replaces them, so an unchanged pair also means no filter is left to apply)."""
+        if self._drawn is None or any(a is not b for a, b in zip(self._drawn[0], (self.hands, self.unseen),
+                                                                  strict=True)):
+            self._flush_small()
+            size = torch.where(self.tracked, self.rows(), -1)
             w = self.weights(self.tracked)
             total = torch.zeros(self.num_games, dtype=torch.long, device=self.device)
-            self._drawn = key, (size, w.cumsum(0), total.index_add_(0, self.game_of, w))
+            self._drawn = (self.hands, self.unseen), (size, w.cumsum(0), total.index_add_(0, self.game_of, w))
         return self._drawn[1]
 
     @torch.no_grad()
