@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=8, help="games per setting (default 8)")
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
-    ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
+    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
                     help="belief for the LBS modes (default: the shipped one with the shipped blueprint)")
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
@@ -82,10 +82,11 @@ def main() -> None:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints")
+        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
-            setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce)
+            setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce,
+                                            players=args.players)
         for mode in args.modes:  # every mode checked before any plays
             next(iter(setups.values())).with_mode(mode)
         if args.cuda_graphs != "off" and device.type != "cuda":

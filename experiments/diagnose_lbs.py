@@ -30,6 +30,7 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
+from lbs.models.io import shipped_belief
 from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
@@ -48,8 +49,9 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=64)
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
-    ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
-    ap.add_argument("--belief", default=str(ROOT / "checkpoints" / "belief_2p.pt"))
+    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
+    ap.add_argument("--belief", default=None,
+                    help="the belief (default: the one shipped with a shipped blueprint or rule bot)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--plays", action="store_true", help="rate the blueprint's plays; no search")
     ap.add_argument("--samples", type=int, default=128, help="belief samples per play (--plays)")
@@ -62,7 +64,9 @@ def main() -> None:
         cli.at_least("--samples", args.samples, 1)
         cli.threads(args.threads)
         cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
-        setup = build_search("lbs-inf" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg)
+        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        setup = build_search("lbs-inf" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
+                             players=args.players)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
     if args.threads:

@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--batch-games", type=int, default=64)
-    ap.add_argument("--blueprint", default=str(ROOT / "checkpoints" / "blueprint_2p.pt"))
+    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
                     help="belief checkpoint for the LBS modes (default: the one shipped with a shipped "
                     "blueprint, smartbot's included; required with any other when an LBS mode runs)")
@@ -163,8 +163,8 @@ def run(args, state: Kept) -> None:
         return combine(args, out)
     try:
         device = resolve_device(args.device)
-        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints")
-        setup = build_search("blueprint", args.blueprint, args.belief, device, cfg)
+        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        setup = build_search("blueprint", args.blueprint, args.belief, device, cfg, players=args.players)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")

@@ -1,8 +1,9 @@
 """Checks the scripts share for their flags, each written once: a bad value is one line naming the flag
-(ValueError), raised before any work. (Parsing argv stays in the scripts.)"""
+(ValueError), raised before any work; and the blueprint flags every script that loads one reads alike."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import tempfile
@@ -51,3 +52,12 @@ def writable_file(path: str | Path, flag: str) -> Path:
     except OSError as e:
         raise ValueError(f"{flag} {path}: cannot be written ({e.strerror or e})") from None
     return path
+
+
+def add_blueprint_args(ap: argparse.ArgumentParser, default: str | Path) -> None:
+    """--blueprint (a checkpoint, or a rule bot by name) and --players (a rule bot's player count; a
+    checkpoint carries its own game), as every entry point that loads a blueprint reads them."""
+    ap.add_argument("--blueprint", default=str(default), help="blueprint checkpoint, or a rule bot: smartbot "
+                    f"(default {default})")
+    ap.add_argument("--players", type=int, default=None,
+                    help="players, for a rule bot (default 2); a checkpoint carries its own game")

@@ -42,13 +42,14 @@ from lbs.search.agent import Progress, play_games
 from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.journal import Journal, play_kept, result_to_dict
 from lbs.search.report import summarize_run
-from lbs.search.setup import build_search
+from lbs.search.setup import BLUEPRINT, build_search
 from lbs.shards import launch, plan, process_rank, rank_device
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
 QUICK = SearchConfig(rollouts=500, min_rollouts=25)
-"""The default budget: a first run finishes in minutes on a CPU."""
+"""The default budget: a first run finishes in minutes on a CPU (rollouts raised to min_rollouts per legal
+move where a game has more than 20 moves)."""
 PAPER = SearchConfig()
 """The LBS paper's budget (SearchConfig's defaults)."""
 
@@ -68,11 +69,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--groups", type=int, default=1,
                     help="split each batch into this many groups searched by concurrent threads whose "
                     "network calls the inference server merges (default 1: one group, direct calls)")
-    ap.add_argument("--blueprint", default=str(CHECKPOINTS / "blueprint_2p.pt"),
-                    help="blueprint checkpoint (default: the shipped checkpoints/blueprint_2p.pt)")
+    cli.add_blueprint_args(ap, CHECKPOINTS / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
                     help="belief checkpoint for LBS (default: the one shipped with a shipped blueprint, e.g. "
-                    "checkpoints/belief_2p.pt, belief_smartbot_2p.pt for smartbot; required with any other)")
+                    "checkpoints/belief_2p.pt, belief_smartbot_<P>p.pt for smartbot; needed with any other)")
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     ap.add_argument("--devices", type=int, default=1,
                     help="processes (GPUs with cuda) sharing the games (default 1)")
@@ -197,11 +197,15 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         out = result_file(args, mode) if shard.main else None
         if mode.sampler is Sampler.BELIEF and args.belief is None:  # without one, the set-up says so
-            args.belief = shipped_belief(args.blueprint, CHECKPOINTS)
+            args.belief = shipped_belief(args.blueprint, CHECKPOINTS, args.players)
         belief = args.belief if mode.sampler is Sampler.BELIEF else None
-        setup = build_search(mode, args.blueprint, belief, device, cfg, coalesce=args.groups > 1,
-                             profile=args.profile)
+        setup = build_search(BLUEPRINT, args.blueprint, belief, device, cfg, coalesce=args.groups > 1,
+                             profile=args.profile, players=args.players)
         try:
+            if not (args.paper or args.rollouts):  # the quick budget grows with the game's moves
+                per_move = cfg.min_rollouts * setup.game.num_moves
+                cfg = dataclasses.replace(cfg, rollouts=max(cfg.rollouts, per_move))
+            setup = setup.with_mode(mode, setup.timing, rollouts=cfg.rollouts)
             folder = Path(args.out).parent if args.out else ROOT / "runs" / "search"  # where a rerun looks
             journal = Journal(folder, str(mode), journal_key(mode, args, setup), writer=shard.main)
             kept.append(journal)

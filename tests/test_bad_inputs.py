@@ -85,6 +85,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*run, "--blueprint", str(BP), "--threads", "-1"], "--threads -1"),
             ([*run], "--blueprint is required"),
             ([*run, "--blueprint", str(nan_bp)], "non-finite weights"),
+            ([*run, "--blueprint", "smartbot", "--players", "7"], "players=7"),
+            ([*run, "--blueprint", str(BP), "--players", "3"], "is a 2-player blueprint"),
             (["--blueprint", str(BP), "--out_dir", "/proc/lbs-belief"], "cannot write the run folder"),
         ],
         "train/score.py": [
@@ -96,6 +98,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([str(nan_bp)], "non-finite weights"),
             ([str(BP), "--belief", str(inf_belief)], "non-finite weights"),
             ([str(tmp / "missing.pt")], "not found"),
+            ([str(BP), "--players", "3"], "is a 2-player blueprint"),
+            (["smartbot", "--players", "6"], "players=6"),
         ],
         "search/run.py": [
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),
@@ -105,6 +109,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--delta", "inf"], "delta=inf"),
             ([*PAIR, "--prune-z", "nan"], "prune_z=nan"),
             ([*PAIR, "--show", "-1"], "--show -1"),
+            ([*PAIR, "--players", "3"], "is a 2-player blueprint"),
             ([*PAIR, "--seed", "-1"], "--seed -1"),
             ([*PAIR, "--out", "/etc/hostname/x.json"], "--out /etc/hostname/x.json"),
             ([*PAIR, "--out", str(tmp)], "is a folder"),
@@ -118,6 +123,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--batch-games", "0"], "--batch-games 0"),
             ([*PAIR, "--seed", "-1"], "--seed -1"),
             ([*PAIR, "--max-rows", "0"], "--max-rows 0"),
+            ([*PAIR, "--players", "4"], "is a 2-player blueprint"),
             ([*PAIR, "--max-range", "0"], "max_range=0"),
             ([*PAIR, "--threads", "-1"], "--threads -1"),
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),
@@ -131,6 +137,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             (["--blueprint", "smartbot", "--belief", str(ROOT / "checkpoints" / "belief_smartbot_2p.pt"),
               "--mode", "lbs-1"], "use lbs-inf or sparta"),
             ([*PAIR, "--delta", "nan"], "delta=nan"),
+            (["--blueprint", "smartbot", "--players", "1", "--plays"], "players=1"),
         ],
         "experiments/bench_search.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
@@ -140,6 +147,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--threads", "-1"], "--threads -1"),
             ([*PAIR, "--device", "mps"], "--device mps"),
             ([*PAIR, "--record", "a/b"], "--record 'a/b'"),
+            ([*PAIR, "--players", "5"], "is a 2-player blueprint"),
         ],
     }
 

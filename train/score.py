@@ -21,9 +21,8 @@ from lbs import cli
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
-from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer
-from lbs.models import is_rule_bot, load_belief, load_blueprint, resolve_device
+from lbs.models import load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.shards import launch, plan, rank_device
 
@@ -52,13 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
-        if is_rule_bot(args.checkpoint):
-            game, net = load_blueprint(args.checkpoint, device, GameConfig(players=args.players or 2))
-        else:
-            game, net = load_blueprint(args.checkpoint, device=device)
-            if args.players not in (None, game.players):
-                raise ValueError(f"--players {args.players}: {args.checkpoint} is a {game.players}-player "
-                                 "blueprint")
+        game, net = load_blueprint(args.checkpoint, device, players=args.players)
         if args.belief:
             _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
     except (CheckpointError, ValueError) as e:

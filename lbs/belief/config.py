@@ -17,6 +17,9 @@ class BeliefTrainConfig:
     """Everything a belief run depends on (the game comes from the blueprint); stored in every checkpoint."""
 
     model: BeliefConfig = field(default_factory=BeliefConfig)
+    players: int = 0
+    """players, for a rule-bot blueprint (0: 2); a checkpoint blueprint carries its own game (0 or its
+    count)"""
     games_per_round: int = 1024
     """blueprint games played in lockstep per producer round (each gives one stream per player)"""
     max_len: int = 80
@@ -87,6 +90,9 @@ class BeliefTrainConfig:
         if self.val_every < 0 or self.val_games < 1:
             raise ValueError(f"BeliefTrainConfig: val_every={self.val_every} must be >= 0 and val_games="
                              f"{self.val_games} >= 1")
+        if self.players != 0 and not 2 <= self.players <= 5:
+            raise ValueError(f"BeliefTrainConfig.players={self.players!r}: must be 0 (the blueprint's "
+                             "game) or 2..5")
         if self.max_len < 0 or self.eval_games < 0:
             raise ValueError(f"BeliefTrainConfig: max_len={self.max_len} and eval_games={self.eval_games} "
                              "must be >= 0")

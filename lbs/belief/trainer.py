@@ -232,12 +232,12 @@ class BeliefTrainer:
                  progress: bool = True, overwrite: bool = False):
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
-        self.life = Lifecycle(KIND, self.out, "step")
-        self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         self.device = resolve_device(cfg.device)
         sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
-        self.game, net = load_blueprint(blueprint, device=self.device)
+        self.game, net = load_blueprint(blueprint, device=self.device, players=cfg.players or None)
+        self.life = Lifecycle(KIND, self.out, "step")  # the folder claimed once the blueprint loads
+        self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         bp_actor = ActorConfig() if is_rule_bot(blueprint) else from_dict(
             ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         self.resume = Path(resume) if resume else None

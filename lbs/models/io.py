@@ -29,16 +29,17 @@ def is_rule_bot(path: str | Path | None) -> bool:
     return path is not None and str(path) in RULE_BOTS
 
 
-SHIPPED_BELIEFS = {"blueprint_2p.pt": "belief_2p.pt", "blueprint_2c.pt": "belief_2c.pt",
-                   "smartbot": "belief_smartbot_2p.pt"}
-"""The beliefs shipped in checkpoints/ for the shipped blueprints (files of that folder, or rule bots)."""
+SHIPPED_BELIEFS = {"blueprint_2p.pt": "belief_2p.pt", "blueprint_2c.pt": "belief_2c.pt"}
+"""The beliefs shipped in checkpoints/ for the shipped blueprint files; a rule bot's for P players is
+belief_<bot>_<P>p.pt."""
 
 
-def shipped_belief(blueprint: str | Path, checkpoints: Path) -> str | None:
+def shipped_belief(blueprint: str | Path, checkpoints: Path, players: int | None = None) -> str | None:
     """The belief shipped in `checkpoints` for `blueprint` when it is a shipped one (a file of that folder,
-    or a rule bot by name); None for any other blueprint, which needs a belief trained for it."""
+    or a rule bot by name, for `players` players, default 2); None for any other blueprint, which needs a
+    belief trained for it, and for a player count with none shipped."""
     if is_rule_bot(blueprint):
-        name = SHIPPED_BELIEFS.get(str(blueprint))
+        name = f"belief_{blueprint}_{players or 2}p.pt"
     else:
         path = Path(blueprint)
         shipped = path.is_file() and path.resolve().parent == checkpoints.resolve()
@@ -76,15 +77,18 @@ def _float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
 
 
-def load_blueprint(path: str | Path, device: torch.device | str = "cpu",
-                   game: GameConfig | None = None) -> tuple[GameConfig, QNet | SmartBot]:
+def load_blueprint(path: str | Path, device: torch.device | str = "cpu", game: GameConfig | None = None,
+                   players: int | None = None) -> tuple[GameConfig, QNet | SmartBot]:
     """(GameConfig, network in eval mode on `device`) from a blueprint checkpoint; weights as float32.
-    With game, the stored game config must equal it (ckpt.CheckpointError otherwise).
+    With game, the stored game config must equal it (ckpt.CheckpointError otherwise); with players, its
+    player count (ValueError otherwise: a checkpoint carries its game).
 
-    A rule bot's name instead of a path ("smartbot") gives that bot for `game` (default: 2 players); a
-    game it cannot play raises ValueError naming the field."""
+    A rule bot's name instead of a path ("smartbot") gives that bot for `game`, else the standard game for
+    `players` (default 2); a game it cannot play raises ValueError naming the field."""
+    if players is not None and game is not None and players != game.players:
+        raise ValueError(f"players {players} and a {game.players}-player game given")
     if is_rule_bot(path):
-        game = game if game is not None else GameConfig()
+        game = game if game is not None else GameConfig(players=players or 2)
         return game, RULE_BOTS[str(path)](game, device)
     blob = ckpt.load(path, BLUEPRINT_KIND, game=game.to_dict() if game else None, map_location="cpu")
     try:
@@ -93,6 +97,9 @@ def load_blueprint(path: str | Path, device: torch.device | str = "cpu",
         net.load_state_dict(_float_weights(blob["model"]))
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ckpt.CheckpointError(f"{path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
+    if players is not None and players != stored_game.players:
+        raise ValueError(f"--players {players}: {path} is a {stored_game.players}-player blueprint (a "
+                         "checkpoint carries its own game)")
     return stored_game, net.to(device).eval()
 
 

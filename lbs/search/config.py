@@ -103,14 +103,15 @@ class SearchConfig:
             raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be finite and > 0 and delta="
                              f"{self.delta} finite and >= 0")
 
-    def check(self, game: GameConfig) -> None:
-        """ValueError naming the field, before any work: the fields against the game."""
+    def check(self, game: GameConfig, searches: bool = True) -> None:
+        """ValueError naming the field, before any work: the fields against the game (the budget only when
+        something searches with it)."""
         self.__post_init__()
         if not 0 <= self.seat < game.players:
             raise ValueError(f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
                              f"for {game.players} players")
         need = self.min_rollouts * game.num_moves
-        if self.rollouts < need:
+        if searches and self.rollouts < need:
             raise ValueError(f"SearchConfig.rollouts={self.rollouts} is too small: every one of up to "
                              f"{game.num_moves} legal moves needs min_rollouts={self.min_rollouts} rollouts "
                              f"(at least {need}); raise rollouts or lower min_rollouts")

@@ -58,7 +58,7 @@ class SearchSetup:
     def __post_init__(self) -> None:
         self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
         self.device = torch.device(self.device)
-        self.cfg.check(self.game)
+        self.cfg.check(self.game, self.mode.searches)
         check_blueprint(self.mode, self.net)
         if self.mode.sampler is Sampler.BELIEF and self.make_sampler is None \
                 and BELIEF not in self.server.weights.names():
@@ -133,11 +133,12 @@ class SearchSetup:
 
 def build_search(mode: Mode | str, blueprint: str | Path, belief: str | Path | None = None,
                  device: torch.device | str = "cpu", cfg: SearchConfig | None = None, coalesce: bool = False,
-                 profile: bool = False) -> SearchSetup:
-    """Load the blueprint (and, for LBS or whenever given, the belief trained for it) and set up search.
-    Raises CheckpointError or ValueError (one line each) on a bad file, pair, mode or config."""
+                 profile: bool = False, players: int | None = None) -> SearchSetup:
+    """Load the blueprint (and, for LBS or whenever given, the belief trained for it) and set up search;
+    players: a rule bot's player count (a checkpoint's must match). Raises CheckpointError or ValueError
+    (one line each) on a bad file, pair, mode or config."""
     mode = Mode.parse(mode) if isinstance(mode, str) else mode
-    game, net = load_blueprint(blueprint, device=device)
+    game, net = load_blueprint(blueprint, device=device, players=players)
     model = None
     if belief is not None:
         _, model = load_belief(belief, blueprint_path=blueprint, game=game, device=device)

@@ -435,6 +435,10 @@ def test_the_shipped_belief_goes_with_the_shipped_blueprints_only(tmp_path):
     assert shipped_belief(root / "blueprint_2p.pt", root) == str(root / "belief_2p.pt")
     assert shipped_belief(root / "blueprint_2c.pt", root) == str(root / "belief_2c.pt")
     assert shipped_belief("smartbot", root) == str(root / "belief_smartbot_2p.pt")
+    assert shipped_belief("smartbot", tmp_path, 3) is None  # a rule bot's belief is per player count
+    (tmp_path / "belief_smartbot_3p.pt").write_bytes(b"")
+    assert shipped_belief("smartbot", tmp_path, 3) == str(tmp_path / "belief_smartbot_3p.pt")
+    assert shipped_belief("smartbot", tmp_path) is None
     copy = tmp_path / "blueprint_2p.pt"  # the same name elsewhere is another blueprint
     copy.write_bytes((root / "blueprint_2p.pt").read_bytes())
     assert shipped_belief(copy, root) is None

@@ -50,6 +50,19 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
 
 
+def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
+    out = tmp_path / "sb3.json"
+    r = run("--mode", "blueprint", "--blueprint", "smartbot", "--players", "3", "--games", "2",
+            "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 games of GameConfig(players=3," in r.stderr
+    records = [GameRecord.from_dict(g["record"]) for g in json.loads(out.read_text())["games"]]
+    assert [len(r.deck) for r in records] == [50, 50] and records[0].cfg.players == 3
+    final = replay(records)
+    assert torch.equal(final.score, torch.tensor([r.score for r in records]))
+    assert min(r.score for r in records) > 15  # SmartBot's 3-player mean is 22.9
+
+
 @pytest.mark.parametrize("args, message", [
     (["--mode", "lbs-0"], "at least one"),
     (["--mode", "mcts"], "unknown mode"),
