@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import math
 import sys
 import time
 from pathlib import Path
@@ -36,16 +37,18 @@ from lbs.belief.data import episodes_to_streams
 from lbs.belief.evaluate import evaluate_belief
 from lbs.belief.sampling import sample_valid
 from lbs.hanabi import GameConfig, engine
-from lbs.hanabi.encode import encode
+from lbs.hanabi.encode import encode, own_hands
 from lbs.models import (
     BeliefConfig,
     BeliefModel,
+    is_rule_bot,
     load_belief,
     load_blueprint,
     resolve_device,
     stored_blueprint_path,
 )
 from lbs.rl.actors import ActorConfig, run_round
+from lbs.seeding import Stream, game_seeds
 
 if __package__:  # python -m experiments.belief_fig3, or imported
     from .common import machine
@@ -128,7 +131,49 @@ def turn_ranges(turns: list[int]) -> str:
     return ", ".join(out)
 
 
-def plot(path: Path, ev, title: str) -> None:
+@torch.no_grad()
+def exact_by_turn(game: GameConfig, net, games: int, seed: int, device: torch.device,
+                  max_len: int) -> tuple[list[float], list[int]]:
+    """Per turn: cross-entropy per card of every player's true hand under the exact posterior (SPARTA's
+    range for that seat, every pending filter applied) and the cards scored, over the greedy blueprint games
+    evaluate_belief plays (games 0..games-1 of the evaluation stream); NaN where no game runs. Needs a
+    blueprint whose recurrent state is public (the range's counterfactual filter)."""
+    from lbs.acting import play
+    from lbs.infer import InferenceServer
+    from lbs.search.exact_range import ExactRange
+
+    seeds = game_seeds(Stream.EVAL, seed, games, 0, device)
+    state = engine.reset(game, seeds)
+    nll = torch.zeros(max_len, dtype=torch.float64)
+    cards = torch.zeros(max_len, dtype=torch.long)
+    with InferenceServer(net, device) as server:
+        handle = server.qnet()
+        ranges = [ExactRange(game, handle, s) for s in range(game.players)]
+        for r in ranges:
+            r.reset(state)
+
+        def score(turn) -> None:
+            own = own_hands(game, turn.state)  # [G, P, H]
+            for s, r in enumerate(ranges):
+                hands, game_of, prob = r.probabilities()
+                true = own[:, s]
+                hit = (hands == true.index_select(0, game_of)).all(1)
+                p_true = torch.zeros(games, dtype=torch.float64, device=device)
+                p_true.index_add_(0, game_of[hit], prob[hit])
+                live = ~turn.state.done & r.tracked
+                if bool((p_true[live] <= 0).any()):
+                    raise AssertionError(f"turn {turn.t}: a true hand outside seat {s}'s exact range")
+                nll[turn.t] -= float(p_true[live].log().sum())
+                cards[turn.t] += int((true >= 0)[live].sum())
+                r.update(turn.state, turn.move, turn.next_state)
+            print(f"exact posterior: turn {turn.t}", file=sys.stderr, flush=True)
+
+        play(game, state, handle.step, handle.initial_state(games * game.players), max_len, hook=score)
+    per_card = torch.where(cards > 0, nll / cards.clamp(min=1), math.nan)
+    return per_card.tolist(), cards.tolist()
+
+
+def plot(path: Path, ev, title: str, exact: list[float] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,6 +185,9 @@ def plot(path: Path, ev, title: str) -> None:
                                   ("grounded belief (eq. 7)", ev.grounded_by_turn, ev.nll_grounded, "-"),
                                   ("counting prior alone", ev.counting_by_turn, ev.nll_counting, ":")):
         ax.plot(turns, [ys[t] for t in turns], style, label=f"{name} (mean {mean:.3f})")
+    if exact is not None:
+        ax.plot(turns, [exact[t] for t in turns], "--",
+                label=f"exact posterior (mean {_mean(exact, ev):.3f})")
     ax.set_xlabel("turn")
     ax.set_ylabel("cross-entropy per card (nats)")
     ax.set_title(title, fontsize=9)
@@ -153,6 +201,18 @@ def plot(path: Path, ev, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _mean(by_turn: list[float], ev) -> float:
+    """A per-turn curve's mean per card, weighted as the evaluation's cards."""
+    n = [c for t, c in enumerate(ev.cards_by_turn) if c > 0]
+    return sum(by_turn[t] * c for t, c in enumerate(ev.cards_by_turn) if c > 0) / max(1, sum(n))
+
+
+def _closed(ev, exact: list[float]) -> float:
+    """Share of the gap between the counting prior and the exact posterior that the learned belief closes."""
+    gap = ev.nll_counting - _mean(exact, ev)
+    return (ev.nll_counting - ev.nll_learned) / gap if gap > 0 else math.nan
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,6 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tag", default="", help="suffix of the result files (default: the device type)")
     ap.add_argument("--out", default="runs/experiments", help="folder for the results (default: scratch)")
     ap.add_argument("--record", action="store_true", help="write into the tracked results/belief_fig3/")
+    ap.add_argument("--exact-games", type=int, default=0,
+                    help="also the exact posterior (SPARTA's range) on the first N games, beside the beliefs "
+                    "on the same positions (blueprints with a public state, e.g. smartbot; 0: skip)")
     args = ap.parse_args(argv)
     if args.record:
         args.out = str(RESULTS)
@@ -193,6 +256,20 @@ def main(argv: list[str] | None = None) -> None:
                          device=device)
     eval_s = time.time() - t0
     print(ev, f"({eval_s:.0f} s)")
+    exact = None
+    if args.exact_games:
+        if not getattr(net, "hidden_is_public", False):
+            sys.exit(f"belief_fig3: --exact-games needs a blueprint with a public state ({bp_path} has none)")
+        t0 = time.time()
+        ev_exact = evaluate_belief(game, model, net.step, lambda b: net.initial_state(b, device),
+                                   games=args.exact_games, seed=args.seed, batch=args.exact_games,
+                                   device=device)
+        exact, cards = exact_by_turn(game, net, args.exact_games, args.seed, device, game.max_steps)
+        if cards != ev_exact.cards_by_turn:
+            raise AssertionError("the exact posterior scored other positions than the beliefs")
+        exact_s = time.time() - t0
+        print(f"exact posterior over {args.exact_games} games: {_mean(exact, ev_exact):.4f} nats per card "
+              f"({exact_s:.0f} s)")
     live = [t for t, c in enumerate(ev.cards_by_turn) if c > 0]
     better = [t for t in live if ev.learned_by_turn[t] < ev.grounded_by_turn[t]]
     beyond = [t for t in live if ev.learned_by_turn[t] < ev.counting_by_turn[t]]
@@ -220,6 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     title = (f"{game.players}p {game.colors}c{game.ranks}r, belief step {step}, "
              f"{args.games} greedy blueprint games")
     plot(out / f"{stem}.png", ev, title)
+    if exact is not None:
+        plot(out / f"{stem}_exact.png", ev_exact, f"{game.players}p {game.colors}c{game.ranks}r, belief step "
+             f"{step}, {args.exact_games} greedy blueprint games, beside the exact posterior", exact)
     with open(out / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["turn", "cards", "learned_nll_per_card", "grounded_nll_per_card", "counting_nll_per_card",
@@ -229,8 +309,13 @@ def main(argv: list[str] | None = None) -> None:
             w.writerow([t, ev.cards_by_turn[t], f"{ev.learned_by_turn[t]:.5f}",
                         f"{ev.grounded_by_turn[t]:.5f}", f"{ev.counting_by_turn[t]:.5f}",
                         f"{acc:.4f}" if acc != "" else ""])
-    bp_blob = ckpt.load(bp_path, "blueprint")
-    best_score = max((h["mean"] for h in bp_blob.get("history", [])), default=float("nan"))
+    if is_rule_bot(bp_path):
+        about_bp = "a rule bot, no weights"
+    else:
+        bp_blob = ckpt.load(bp_path, "blueprint")
+        best_score = max((h["mean"] for h in bp_blob.get("history", [])), default=float("nan"))
+        about_bp = (f"sha256 {ckpt.file_hash(bp_path)[:16]}..., {bp_blob['counters']['updates']} updates, "
+                    f"best greedy score {best_score:.3f}")
     lines = [
         "# Belief cross-entropy by turn (LBS Fig. 3) and sampling throughput, "
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}",
@@ -238,8 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         f"- machine: {machine()}",
         f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`",
         f"- game: {game.to_dict()}",
-        f"- blueprint: `{bp_path}` (sha256 {ckpt.file_hash(bp_path)[:16]}..., "
-        f"{bp_blob['counters']['updates']} updates, best greedy score {best_score:.3f})",
+        f"- blueprint: `{bp_path}` ({about_bp})",
         f"- belief: `{args.belief}` (step {step}, model {blob['config']['model']}, "
         f"explore {blob['config']['explore']})",
         f"- evaluation: {args.games} greedy games, seeds 0..{args.games - 1}, episode {-1 - args.seed} "
@@ -272,6 +356,34 @@ def main(argv: list[str] | None = None) -> None:
         lt, gt, ct = ev.learned_by_turn[t], ev.grounded_by_turn[t], ev.counting_by_turn[t]
         lines.append(f"| {t} | {ev.cards_by_turn[t]} | {lt:.4f} | {gt:.4f} | {ct:.4f} | {lt - gt:+.4f} "
                      f"| {acc} |")
+    if exact is not None:
+        e = ev_exact
+        lines += [
+            "",
+            f"## Against the exact posterior (first {args.exact_games} games, {exact_s:.0f} s)",
+            "",
+            "The exact posterior is SPARTA's range for each seat (every hand its history allows, weighted by "
+            "the deals that give it, every counterfactual filter of the partners' moves applied): the lowest "
+            "cross-entropy any belief can reach from what the player saw. Same positions for every row.",
+            "",
+            "| belief | mean NLL per card |",
+            "|---|---|",
+            f"| learned | {e.nll_learned:.4f} |",
+            f"| grounded | {e.nll_grounded:.4f} |",
+            f"| counting prior alone | {e.nll_counting:.4f} |",
+            f"| exact posterior | {_mean(exact, e):.4f} |",
+            "",
+            f"The learned belief closes {_closed(e, exact):.1%} of the counting prior's gap to the exact "
+            "posterior.",
+            "",
+            f"![exact]({stem}_exact.png)",
+            "",
+            "| turn | cards | learned | grounded | counting | exact |",
+            "|---|---|---|---|---|---|",
+        ]
+        for t in [t for t, c in enumerate(e.cards_by_turn) if c > 0]:
+            lines.append(f"| {t} | {e.cards_by_turn[t]} | {e.learned_by_turn[t]:.4f} | "
+                         f"{e.grounded_by_turn[t]:.4f} | {e.counting_by_turn[t]:.4f} | {exact[t]:.4f} |")
     lines += [
         "",
         f"acceptance = fraction of {args.acceptance_k} plain (unguided) samples per player and turn that "
