@@ -15,10 +15,10 @@ from lbs.scoring import evaluate
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 BLUEPRINT, BELIEF = CHECKPOINTS / "blueprint_2p.pt", CHECKPOINTS / "belief_2p.pt"
-SMARTBOT_BELIEF = CHECKPOINTS / "belief_smartbot_2p.pt"
+SMARTBOT_BELIEFS = [CHECKPOINTS / f"belief_smartbot_{p}p.pt" for p in (2, 3, 4)]
 
 
-@pytest.mark.parametrize("path", [BLUEPRINT, BELIEF, SMARTBOT_BELIEF], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [BLUEPRINT, BELIEF, *SMARTBOT_BELIEFS], ids=lambda p: p.name)
 def test_shipped_files_are_small_half_precision_and_carded(path):
     assert path.stat().st_size < 50 * 2**20
     assert path.with_suffix(".md").is_file()
@@ -34,8 +34,9 @@ def test_shipped_blueprint_scores_as_its_card_says(one_thread):
     assert 10.0 < res.mean < 12.0, res  # card: 10.97 +- 0.03 over 5,000 games
 
 
-@pytest.mark.parametrize("belief, blueprint", [(BELIEF, BLUEPRINT), (SMARTBOT_BELIEF, "smartbot")],
-                         ids=["belief_2p", "belief_smartbot_2p"])
+@pytest.mark.parametrize("belief, blueprint",
+                         [(BELIEF, BLUEPRINT), *((b, "smartbot") for b in SMARTBOT_BELIEFS)],
+                         ids=["belief_2p", *(b.stem for b in SMARTBOT_BELIEFS)])
 def test_shipped_belief_beats_grounded_and_counting(one_thread, belief, blueprint):
     game, model = load_belief(belief, blueprint_path=blueprint)
     _, net = load_blueprint(blueprint, game=game)

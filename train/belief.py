@@ -5,6 +5,7 @@
     python train/belief.py --resume runs/belief/tiny-20261122-130000/latest.pt --total_steps 5000
     python train/belief.py --blueprint bp.pt --preset tiny --model.hidden 128 --batch_size 32
     python train/belief.py --blueprint smartbot --preset tiny     # SmartBot's games (2 players); no file
+    python train/belief.py --blueprint smartbot --players 3 --preset tiny   # ... and 3 players
 
 Every run gets its own folder (runs/belief/<preset>-<date>-<time>, printed at start) unless --out_dir
 names one; a folder that holds a run is never written into unless --resume continues it or
