@@ -65,7 +65,9 @@ def main() -> None:
         cli.threads(args.threads)
         cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
         args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
-        setup = build_search("lbs-inf" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
+        if args.plays and args.belief is None:
+            raise ValueError(f"--plays rates a belief: pass --belief (none is shipped for {args.blueprint})")
+        setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
                              players=args.players)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")

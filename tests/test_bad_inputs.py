@@ -137,7 +137,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             (["--blueprint", "smartbot", "--belief", str(ROOT / "checkpoints" / "belief_smartbot_2p.pt"),
               "--mode", "lbs-1"], "use lbs-inf or sparta"),
             ([*PAIR, "--delta", "nan"], "delta=nan"),
-            (["--blueprint", "smartbot", "--players", "1", "--plays"], "players=1"),
+            (["--blueprint", "smartbot", "--players", "1", "--mode", "sparta"], "players=1"),
+            (["--blueprint", "smartbot", "--players", "5", "--plays"], "--plays rates a belief"),
         ],
         "experiments/bench_search.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
