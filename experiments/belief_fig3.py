@@ -205,8 +205,8 @@ def plot(path: Path, ev, title: str, exact: list[float] | None = None) -> None:
 
 def _mean(by_turn: list[float], ev) -> float:
     """A per-turn curve's mean per card, weighted as the evaluation's cards."""
-    n = [c for t, c in enumerate(ev.cards_by_turn) if c > 0]
-    return sum(by_turn[t] * c for t, c in enumerate(ev.cards_by_turn) if c > 0) / max(1, sum(n))
+    live = [(t, c) for t, c in enumerate(ev.cards_by_turn) if c > 0]
+    return sum(by_turn[t] * c for t, c in live) / max(1, sum(c for _, c in live))
 
 
 def _closed(ev, exact: list[float]) -> float:
@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     eval_s = time.time() - t0
     print(ev, f"({eval_s:.0f} s)")
     exact = None
+    if args.exact_games < 0:
+        sys.exit(f"belief_fig3: --exact-games {args.exact_games}: must be >= 0")
     if args.exact_games:
         if not getattr(net, "hidden_is_public", False):
             sys.exit(f"belief_fig3: --exact-games needs a blueprint with a public state ({bp_path} has none)")
@@ -363,8 +365,9 @@ def main(argv: list[str] | None = None) -> None:
             f"## Against the exact posterior (first {args.exact_games} games, {exact_s:.0f} s)",
             "",
             "The exact posterior is SPARTA's range for each seat (every hand its history allows, weighted by "
-            "the deals that give it, every counterfactual filter of the partners' moves applied): the lowest "
-            "cross-entropy any belief can reach from what the player saw. Same positions for every row.",
+            "the deals that give it, every counterfactual filter of the partners' moves applied): in "
+            "expectation no belief built from what the player saw scores lower. Same positions in every "
+            "row.",
             "",
             "| belief | mean NLL per card |",
             "|---|---|",

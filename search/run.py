@@ -8,9 +8,10 @@
     python search/run.py --mode lbs-16 --show 1                 # print the first game as a text trace
 
 The default budget (QUICK: 500 rollouts per searched move, 25 per move before pruning, one torch
-thread) is for a first run on a CPU; --paper starts from the LBS paper's (10,000 and 100) and any
-SearchConfig flag overrides either. Games are the evaluation deals of --seed (lbs.seeding): the
-blueprint is replayed on the same deals and the paired difference reported. `--devices N` plays them in
+thread; more rollouts where a game has more than 20 moves) is for a first run on a CPU; --paper starts
+from the LBS paper's (10,000 and 100) and any SearchConfig flag overrides either. Games are the
+evaluation deals of --seed (lbs.seeding): the blueprint is replayed on the same deals and the paired
+difference reported. `--devices N` plays them in
 N processes (N GPUs with --device cuda), each its slice of the game numbers; the first process gathers
 every game and reports, the same games as one process. The JSON result holds every number and every
 game as a record (config, deck, moves) with, for each searched move, the candidates' values, rollout
@@ -49,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
 QUICK = SearchConfig(rollouts=500, min_rollouts=25)
 """The default budget: a first run finishes in minutes on a CPU (rollouts raised to min_rollouts per legal
-move where a game has more than 20 moves)."""
+move where that is more: 750 for 3 players, 950 for 4)."""
 PAPER = SearchConfig()
 """The LBS paper's budget (SearchConfig's defaults)."""
 

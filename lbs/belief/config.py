@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ..configs import check, is_int
+from ..hanabi.config import MAX_PLAYERS, MIN_PLAYERS
 from ..models.belief import BeliefConfig
 from ..models.io import DEVICE_NAMES, is_device_name
 from ..runs import PRECISIONS, WANDB_MODES
@@ -18,8 +19,8 @@ class BeliefTrainConfig:
 
     model: BeliefConfig = field(default_factory=BeliefConfig)
     players: int = 0
-    """players, for a rule-bot blueprint (0: 2); a checkpoint blueprint carries its own game (0 or its
-    count)"""
+    """players, for a rule-bot blueprint (0: GameConfig's default); a checkpoint blueprint carries its own
+    game (0 or its count)"""
     games_per_round: int = 1024
     """blueprint games played in lockstep per producer round (each gives one stream per player)"""
     max_len: int = 80
@@ -90,9 +91,9 @@ class BeliefTrainConfig:
         if self.val_every < 0 or self.val_games < 1:
             raise ValueError(f"BeliefTrainConfig: val_every={self.val_every} must be >= 0 and val_games="
                              f"{self.val_games} >= 1")
-        if self.players != 0 and not 2 <= self.players <= 5:
+        if self.players != 0 and not MIN_PLAYERS <= self.players <= MAX_PLAYERS:
             raise ValueError(f"BeliefTrainConfig.players={self.players!r}: must be 0 (the blueprint's "
-                             "game) or 2..5")
+                             f"game) or {MIN_PLAYERS}..{MAX_PLAYERS}")
         if self.max_len < 0 or self.eval_games < 0:
             raise ValueError(f"BeliefTrainConfig: max_len={self.max_len} and eval_games={self.eval_games} "
                              "must be >= 0")

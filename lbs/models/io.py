@@ -39,7 +39,7 @@ def shipped_belief(blueprint: str | Path, checkpoints: Path, players: int | None
     or a rule bot by name, for `players` players, default 2); None for any other blueprint, which needs a
     belief trained for it, and for a player count with none shipped."""
     if is_rule_bot(blueprint):
-        name = f"belief_{blueprint}_{players or 2}p.pt"
+        name = f"belief_{blueprint}_{players or GameConfig().players}p.pt"
     else:
         path = Path(blueprint)
         shipped = path.is_file() and path.resolve().parent == checkpoints.resolve()
@@ -88,7 +88,8 @@ def load_blueprint(path: str | Path, device: torch.device | str = "cpu", game: G
     if players is not None and game is not None and players != game.players:
         raise ValueError(f"players {players} and a {game.players}-player game given")
     if is_rule_bot(path):
-        game = game if game is not None else GameConfig(players=players or 2)
+        if game is None:
+            game = GameConfig(players=players) if players is not None else GameConfig()
         return game, RULE_BOTS[str(path)](game, device)
     blob = ckpt.load(path, BLUEPRINT_KIND, game=game.to_dict() if game else None, map_location="cpu")
     try:

@@ -145,15 +145,16 @@ class ExactRange:
         kind, slot = tables(game, dev).move_info[move.clamp(min=0)].unbind(1)[:2]
         # every seat's public state advances on `before` (as in acting.play); the mover's output is its view
         blind = self._blind(before)
-        partner = active & (mover != self.seat)
+        partner = active & (mover != self.seat) & self.tracked
+        filtering = bool(partner.any())  # one read of the host per move: a partner filter will wait
         if isinstance(self.policy, StepPolicy):
             hid = self._advance(blind, active)
-            if bool((partner & self.tracked).any()):
+            if filtering:
                 view = self.policy.view(blind, self.hid, hid, mover, move)
         else:
             obs = encode(game, blind)  # [G, P, D] float
             publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
-            if bool((partner & self.tracked).any()):
+            if filtering:
                 pick = torch.arange(g, device=dev) * p + mover
                 legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
                 view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
@@ -177,8 +178,8 @@ class ExactRange:
         keep &= self._within(fewer.long().argmax(1), one & ~full)
         self._keep(keep)
         # partners: the counterfactual filter on the candidates that agree with everything else
-        if bool((partner & self.tracked).any()):
-            self.pending.append((view, partner & self.tracked))
+        if filtering:
+            self.pending.append((view, partner))
         self.hid = where_rows(active.repeat_interleave(p), hid, self.hid)
         if self.checked:
             self._check(after)

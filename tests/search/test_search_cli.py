@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lbs.hanabi import GameConfig
 from lbs.hanabi.interop.hanablive import to_hanablive
 from lbs.hanabi.interop.record import GameRecord, replay
 
@@ -57,7 +58,8 @@ def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "2 games of GameConfig(players=3," in r.stderr
     records = [GameRecord.from_dict(g["record"]) for g in json.loads(out.read_text())["games"]]
-    assert [len(r.deck) for r in records] == [50, 50] and records[0].cfg.players == 3
+    assert records[0].cfg == GameConfig(players=3)
+    assert [len(r.deck) for r in records] == [records[0].cfg.num_cards] * 2
     final = replay(records)
     assert torch.equal(final.score, torch.tensor([r.score for r in records]))
     assert min(r.score for r in records) > 15  # SmartBot's 3-player mean is 22.9
