@@ -3,7 +3,8 @@
 At each of the searcher's turns, in every game being played at once: draw candidate hands from a
 sampler, roll every legal move out on every valid hand (common random numbers: the same hand and the
 same reshuffled deck for every move), in rounds of `min_rollouts` per move within a budget of
-`rollouts`, pruning moves that fall `prune_z` standard errors behind; then play the best move if it
+`rollouts` (shared by the moves in play, or each move's share as the reference SPARTA spends it:
+`reference_budget`), pruning moves that fall `prune_z` standard errors behind; then play the best move if it
 beats the blueprint move by more than `delta`, else the blueprint move (LBS paper, Fig. 1B and
 "Implementation Details"; SPARTA, single-agent search).
 
@@ -34,7 +35,7 @@ from ..models.qnet import select_rows
 from ..seeding import Stream, game_seeds, pack
 from ..shards import ONE, Shard
 from .config import SearchConfig
-from .pruning import MoveStats, choose, prune
+from .pruning import MoveStats, choose, prune, prune_bounds
 from .rollouts import rollout_returns
 from .samplers import HandSampler
 from .timing import Timing
@@ -83,18 +84,21 @@ class Searcher:
         used = torch.zeros(g_n, dtype=torch.long, device=dev)
         fallback = torch.zeros(g_n, dtype=torch.bool, device=dev)
         base = hash_keys(pack(Stream.SEARCH, self.seed, game_ids.index_select(0, games)), step)  # [G']
+        bp = blueprint.index_select(0, games)
         seat = torch.full((g_n,), cfg.seat, dtype=torch.long, device=dev)
         seats = torch.arange(p, device=dev)
         # Moves after the first that finish every rollout: a rollout that plays to the end (or a depth
         # beyond the end) stops there instead of idling to the longest possible game.
         n, horizon = cfg.min_rollouts, int(engine.moves_left_bound(game, root).max()) - 1
+        share = cfg.rollouts // legal.sum(1)  # samples per move under the reference budget
         # Pad rollout batches to powers of two with graphs (a few captures serve every decision) and on
         # CUDA (cheap there, and graphs on or off then run the same shapes, hence the same kernels).
         pad = self.graphs is not None or dev.type == "cuda"
         rnd = 0
         while True:
             n_live = live.sum(1)
-            go = ~fallback & (used + n_live * n <= cfg.rollouts) & ((n_live > 1) | (rnd == 0))
+            room = (rnd + 1) * n <= share if cfg.reference_budget else used + n_live * n <= cfg.rollouts
+            go = ~fallback & room & ((n_live > 1) | (rnd == 0))
             if not bool(go.any()):  # host sync between rounds: sizes the next batch
                 break
             keys = hash_keys(base, rnd)
@@ -121,9 +125,11 @@ class Searcher:
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")
             used = used + n_live * n * go
-            live = prune(stats, live, cfg.min_rollouts, cfg.prune_z)
+            if cfg.reference_budget:
+                live = prune_bounds(stats, live, cfg.min_rollouts, cfg.prune_z, bp, cfg.delta)
+            else:
+                live = prune(stats, live, cfg.min_rollouts, cfg.prune_z)
             rnd += 1
-        bp = blueprint.index_select(0, games)
         move, deviated = choose(stats, live, bp, cfg.delta)
         move = torch.where(fallback, bp, move)
         return Decision(games=games.cpu(), move=move, blueprint=bp.cpu(),

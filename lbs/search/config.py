@@ -67,13 +67,19 @@ class SearchConfig:
     """blueprint moves after the candidate move before bootstrapping with Q (LBS-k); None: play to the
     end of the game (LBS-inf, SPARTA). A Mode sets it"""
     rollouts: int = 10_000
-    """rollouts per searched move, split over the moves still in play"""
+    """rollouts per searched move, split over the moves still in play (see reference_budget)"""
     min_rollouts: int = 100
     """rollouts each legal move gets before it may be pruned; also the samples drawn per round"""
     prune_z: float = 2.0
     """a move whose mean is more than this many standard errors below the best stops receiving rollouts"""
     delta: float = 0.05
     """play the search move only if its mean beats the blueprint move's by more than this"""
+    reference_budget: bool = False
+    """the reference SPARTA's schedule (SearchBot): each legal move gets at most rollouts // legal moves
+    rollouts, a pruned move's share is left unspent, and a move is pruned once its upper bound (mean +
+    prune_z s.e.) falls below the best lower bound, the blueprint move's bounds raised by delta
+    (pruning.prune_bounds). False: the moves still in play share the whole budget, and a move is pruned
+    once its mean is prune_z of its own standard errors below the best mean (pruning.prune)"""
     min_valid: int = 1
     """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
     seat: int = 0

@@ -1,6 +1,10 @@
 """The search's bookkeeping as pure functions of per-move statistics: UCB-style pruning and the
 delta rule that decides whether the search move replaces the blueprint move.
 
+Two pruning rules: `prune` (a move's mean against the best mean, in the move's own standard errors) and
+`prune_bounds`, the reference SPARTA's (SearchBot's UCB pruning: a move's upper bound against the best lower
+bound, the blueprint move's bounds raised by delta).
+
 Shapes: G games, M moves. Statistics are sums over rollouts: `total` and `total_sq` of the returns,
 `count` of rollouts; `live` marks moves still receiving rollouts (a subset of the legal ones).
 """
@@ -62,6 +66,19 @@ def prune(stats: MoveStats, live: torch.Tensor, min_rollouts: int, z: float) -> 
     _, best = best_live(mean, live & (stats.count > 0))
     behind = mean < best[:, None] - z * stats.sem
     return live & ~((stats.count >= min_rollouts) & behind)
+
+
+def prune_bounds(stats: MoveStats, live: torch.Tensor, min_rollouts: int, z: float, blueprint: torch.Tensor,
+                 delta: float) -> torch.Tensor:
+    """New live mask [G, M], the reference SPARTA's rule: once a live move has min_rollouts rollouts, it stops
+    receiving more when its upper bound (mean + z standard errors) is below the best lower bound (mean - z
+    standard errors) of the live moves that have min_rollouts; the blueprint move's mean counts delta higher,
+    as in the delta rule. Stricter than `prune` (both moves' errors count), so more moves stay in play."""
+    ready = stats.count >= min_rollouts
+    bonus = torch.zeros_like(stats.mean).scatter_(1, blueprint[:, None], delta)
+    mean, err = stats.mean + bonus, z * stats.sem
+    best = (mean - err).masked_fill(~(live & ready), float("-inf")).max(1, keepdim=True).values
+    return live & ~(ready & (mean + err < best))
 
 
 def choose(stats: MoveStats, live: torch.Tensor, blueprint: torch.Tensor, delta: float

@@ -19,7 +19,7 @@ from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.search.agent import Searcher, play_games
 from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
-from lbs.search.pruning import MoveStats, choose, prune
+from lbs.search.pruning import MoveStats, choose, prune, prune_bounds
 from lbs.search.report import summarize_run
 from lbs.search.rollouts import rollout_returns
 from lbs.search.samplers import LearnedBelief, NoValidHand, TrueHand, serve
@@ -203,6 +203,64 @@ def test_pruning_and_delta_rule_equal_a_plain_reference():
         )
         assert new_live[i].tolist() == want_live, i
         assert (int(move[i]), bool(dev[i])) == (want_move, want_dev), i
+
+
+def test_bound_pruning_equals_the_reference_sparta_rule():
+    """prune_bounds is SearchBot's UCB pruning, per game: a move with min_rollouts returns is dropped once
+    mean + z s.e. < the best mean - z s.e. over such live moves, the blueprint's mean counting delta higher;
+    with delta 0 it keeps every move prune keeps (it counts both moves' errors)."""
+    gen = torch.Generator().manual_seed(1)
+    g, m, bp_move, n_min, z, delta = 60, 6, 1, 5, 2.0, 0.3
+    stats = MoveStats.zeros(g, m, "cpu")
+    values = [[[] for _ in range(m)] for _ in range(g)]
+    live = torch.rand(g, m, generator=gen) < 0.9
+    live[:, bp_move] = True
+    for gi in range(g):
+        for mi in range(m):
+            if live[gi, mi]:
+                n = int(torch.randint(1, 40, (1,), generator=gen))
+                v = (torch.randn(n, generator=gen) * 1.5 + mi * 0.25 * (gi % 4)).tolist()
+                stats.add(torch.full((n,), gi), torch.full((n,), mi), torch.tensor(v))
+                values[gi][mi] = v
+    bp = torch.full((g,), bp_move)
+    got = prune_bounds(stats, live, n_min, z, bp, delta)
+    dropped = 0
+    for gi in range(g):
+        def bounds(mi, gi=gi):
+            v = values[gi][mi]
+            mu = sum(v) / len(v)
+            se = math.sqrt(sum((x - mu) ** 2 for x in v) / (len(v) - 1) / len(v)) if len(v) > 1 else math.inf
+            mu += delta if mi == bp_move else 0.0
+            return mu - z * se, mu + z * se
+        ready = [mi for mi in range(m) if live[gi, mi] and len(values[gi][mi]) >= n_min]
+        best = max((bounds(mi)[0] for mi in ready), default=-math.inf)
+        want = [bool(live[gi, mi]) and not (mi in ready and bounds(mi)[1] < best) for mi in range(m)]
+        assert got[gi].tolist() == want, gi
+        dropped += sum(bool(live[gi, mi]) and not w for mi, w in enumerate(want))
+    assert dropped > 0
+    # with delta 0 it is the stricter rule: it keeps every move prune keeps
+    assert not (prune(stats, live, n_min, z) & ~prune_bounds(stats, live, n_min, z, bp, 0.0)).any()
+
+
+def test_the_reference_budget_gives_each_move_its_share_and_no_more():
+    """reference_budget: no move gets more than rollouts // legal moves rollouts (a pruned move's share is
+    not passed on), every legal move gets its first round, and games play to the end as with the shared
+    budget; the shared budget spends more rollouts on the same deals."""
+    net, model = blueprint(GAME), belief(GAME)
+    spent = {}
+    for ref in (False, True):
+        cfg = SearchConfig(depth=2, rollouts=200, min_rollouts=10, seat=0, reference_budget=ref)
+        with SearchSetup.of(GAME, net, "lbs-2", cfg, model) as setup, torch.no_grad():
+            res = play_games(setup, games=8, seed=2)
+        decisions = [d for r in res for d in r.decisions]
+        assert decisions and all(r.record.moves for r in res)
+        for d in decisions:
+            counts = [c["rollouts"] for c in d["candidates"].values()]
+            assert min(counts) >= 10 and sum(counts) <= 200
+            if ref:
+                assert max(counts) <= 200 // len(counts), counts
+        spent[ref] = sum(r.rollouts for r in res) / len(decisions)
+    assert spent[True] < spent[False], spent
 
 
 # ---- the searcher -------------------------------------------------------------------------------------
