@@ -39,6 +39,7 @@ else:  # python experiments/bench_search.py: this folder is first on the import 
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
+BUDGETS = {"shared": [False], "reference": [True], "both": [False, True]}  # SearchConfig.reference_budget
 PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
 
 
@@ -63,6 +64,9 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
                     help="replay the rollout step as a CUDA graph: off (default), on, or both to compare")
+    ap.add_argument("--budget", choices=list(BUDGETS), default="shared",
+                    help="how a searched move spends its rollouts: shared by the moves in play (default), "
+                         "the reference SPARTA's share per move (SearchConfig.reference_budget), or both")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
@@ -101,10 +105,13 @@ def main() -> None:
     clock = time.thread_time if cpu_clock else time.perf_counter
     with torch.no_grad():
         for mode in args.modes:
-            grid = product(args.batch_games, args.groups, GRAPHS[args.cuda_graphs], args.max_rows)
-            for bg, groups, graphs, max_rows in grid:
+            grid = product(BUDGETS[args.budget], args.batch_games, args.groups, GRAPHS[args.cuda_graphs],
+                           args.max_rows)
+            for reference, bg, groups, graphs, max_rows in grid:
                 timing = Timing(cpu=cpu_clock) if groups == 1 else None  # one group's time only
-                setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows)
+                setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows,
+                                                     reference_budget=reference)
+                label = f"{mode} (reference budget)" if reference else mode
                 made: list[Followed] = []
                 if setup.mode.searches:
                     setup = replace(setup, make_sampler=_recording(setup.sampler, made, clock))
@@ -114,7 +121,7 @@ def main() -> None:
                 searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
                 rows.append(
                     (
-                        mode,
+                        label,
                         bg,
                         groups,
                         graphs,
@@ -127,13 +134,13 @@ def main() -> None:
                     )
                 )
                 if setup.mode.sampler is Sampler.RANGE:
-                    ranges.append((mode, bg, groups, graphs, searched, timing, made))
+                    ranges.append((label, bg, groups, graphs, searched, timing, made))
                 try:  # a stopped run keeps its finished settings
                     write_atomic(out, report(args, game, device, rows, ranges, partial=True).encode())
                 except SaveError as e:
                     sys.exit(f"bench_search: {e}")
                 print(
-                    f"{mode} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
+                    f"{label} batch {bg} groups {groups} graphs {graphs} max rows {max_rows}: "
                     f"{sec / args.games:.2f} s/game, "
                     f"{sec / max(searched, 1):.3f} s/move, {rollouts / sec:,.0f} rollouts/s",
                     flush=True,
@@ -166,7 +173,7 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec in rows:
-        paper = PAPER_S_PER_GAME.get(mode)
+        paper = PAPER_S_PER_GAME.get(mode.split(" ")[0])
         split = "— (threads)"
         if t is not None:
             nets = f"— / {t.rollouts:.1f}" if graphs else f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}"
