@@ -29,9 +29,9 @@ CPU = "AMD EPYC (2 cores, load average {}), {} torch threads, no GPU, torch 2.13
 
 def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], rollouts: int = 400,
              machine: str = CPU.format(1.0, 1), first: int = 0, seconds: float | None = None,
-             deviation_pct: float = 40.0) -> Path:
+             deviation_pct: float = 40.0, **extra) -> Path:
     settings = {"game": GAME.to_dict(), "seed": 0, "first_game": first, "rollouts": rollouts,
-                "min_rollouts": 20, "blueprint": "bp.pt", "belief": "belief.pt", "machine": machine}
+                "min_rollouts": 20, "blueprint": "bp.pt", "belief": "belief.pt", "machine": machine, **extra}
     scores = {"blueprint": blueprint, **modes}
     summaries = {m: summary(m, s, 0.0 if m == "blueprint" else seconds or 2.0 + len(m), deviation_pct)
                  for m, s in scores.items()}
@@ -72,6 +72,13 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, rollouts=1000)
     res = combine(tmp_path, a, c)
     assert res.returncode != 0 and "differ in rollouts" in res.stderr and "Traceback" not in res.stderr
+    # the reference budget is another setting; a run recorded before the field existed spent the shared one
+    ref = run_json(tmp_path / "ref.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, reference_budget=True)
+    res = combine(tmp_path, a, ref)
+    assert res.returncode != 0 and "differ in reference_budget" in res.stderr
+    assert "Traceback" not in res.stderr
+    shared = run_json(tmp_path / "shared.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, reference_budget=False)
+    assert combine(tmp_path, a, shared).returncode == 0
 
 
 def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):
