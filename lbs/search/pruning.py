@@ -73,7 +73,7 @@ def prune_bounds(stats: MoveStats, live: torch.Tensor, min_rollouts: int, z: flo
     """New live mask [G, M], the reference SPARTA's rule: once a live move has min_rollouts rollouts, it stops
     receiving more when its upper bound (mean + z standard errors) is below the best lower bound (mean - z
     standard errors) of the live moves that have min_rollouts; the blueprint move's mean counts delta higher,
-    as in the delta rule. Stricter than `prune` (both moves' errors count), so more moves stay in play."""
+    as in the delta rule. With delta 0 it never drops a move `prune` keeps (both moves' errors count)."""
     ready = stats.count >= min_rollouts
     bonus = torch.zeros_like(stats.mean).scatter_(1, blueprint[:, None], delta)
     mean, err = stats.mean + bonus, z * stats.sem

@@ -244,8 +244,8 @@ def test_bound_pruning_equals_the_reference_sparta_rule():
 
 def test_the_reference_budget_gives_each_move_its_share_and_no_more():
     """reference_budget: no move gets more than rollouts // legal moves rollouts (a pruned move's share is
-    not passed on), every legal move gets its first round, and games play to the end as with the shared
-    budget; the shared budget spends more rollouts on the same deals."""
+    not passed on) and every legal move gets its first round; the shared budget spends more rollouts per
+    searched move on the same deals."""
     net, model = blueprint(GAME), belief(GAME)
     spent = {}
     for ref in (False, True):
