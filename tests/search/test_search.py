@@ -14,6 +14,8 @@ from conftest import DEVICES
 from lbs.acting import env_moves, greedy, legal_with_noop, observe, play
 from lbs.belief import constraints
 from lbs.belief.sampling import valid_hands
+from lbs.bots import SmartBot
+from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.search.agent import Searcher, play_games
@@ -76,6 +78,30 @@ def test_a_batch_of_rollouts_equals_the_rollouts_one_at_a_time(game, depth):
                 game.max_steps,
             )
             assert torch.allclose(one, batch[i : i + 1], atol=1e-5), (i, one, batch[i])
+
+
+@pytest.mark.parametrize("blue", ["net", "smartbot"])
+@pytest.mark.parametrize("depth", [None, 4])
+def test_dropping_finished_rollouts_returns_what_the_fixed_loop_returns(blue, depth):
+    """On the CPU finished games leave a rollout batch; the returns are bit for bit those of the fixed-length
+    loop (Graphs runs that loop eagerly off CUDA), and the batch does shrink."""
+    game = GameConfig(players=2, colors=2, ranks=3, hand_size=3) if blue == "net" else GameConfig(players=2)
+    net = blueprint(game) if blue == "net" else SmartBot(game)
+    state, hid = roots(game, net, 48, 4)
+    noise = torch.rand(48, game.num_moves, generator=torch.Generator().manual_seed(2))
+    first = torch.where(engine.legal_moves(game, state), noise, -1).argmax(1)
+    horizon = int(engine.moves_left_bound(game, state).max()) - 1
+    sizes: list[int] = []
+
+    def q_fn(priv, publ, legal, h):
+        sizes.append(priv.shape[0])
+        return net.step(priv, publ, legal, h)
+
+    with torch.no_grad():
+        got = rollout_returns(game, state, hid, first, q_fn, depth, horizon)
+        want = rollout_returns(game, state, hid, first, net.step, depth, horizon, Graphs(torch.device("cpu")))
+    assert torch.equal(got, want)
+    assert min(sizes) < 48 * game.players if depth is None else len(sizes) > depth
 
 
 def test_depth_zero_is_the_move_reward_plus_the_vdn_sum_of_blueprint_q():
