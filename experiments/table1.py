@@ -248,7 +248,7 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, ou
     if not done:
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
-    text = "\n".join(head + [""] + table(rows)) + "\n"
+    text = "\n".join(head + [""] + table(rows) + [""] + by_blueprint_score(rows, game.max_score)) + "\n"
     data = json.dumps({
         "settings": settings,
         "scores": {r.mode: r.scores for r in rows},
@@ -314,6 +314,34 @@ def table(rows: list[Row]) -> list[str]:
             f"| {s['seconds_per_game']:.2f} | {s['rollouts_per_s']:,.0f} | {s['deviation_pct']:.1f} "
             f"| {s['fallback_pct']:.1f} | {kept} | {speed} | {split} |"
         )
+    return out
+
+
+def by_blueprint_score(rows: list[Row], top: int, buckets: int = 5) -> list[str]:
+    """Markdown lines: each search mode's paired gain on the deals where the blueprint scored s (the top
+    `buckets` scores, the lower ones joined). Search cannot gain on a deal the blueprint wins, so a mean
+    over easy deals says little about the gain over all: this shows where the gain comes from, and lets a
+    reader weigh the buckets by the blueprint's own score distribution."""
+    modes = [r for r in rows if r.mode != "blueprint" and r.scores]
+    if not modes:
+        return []
+    low = top - buckets + 1
+    edges = [(0, low)] + [(v, v) for v in range(low + 1, top + 1)]  # (lowest, highest) blueprint score
+    names = [f"<= {low}"] + [str(v) for v in range(low + 1, top + 1)]
+    out = ["Paired gain by the blueprint's score on the deal (deals: mode's mean score, gain ± s.e.):", "",
+           "| mode | " + " | ".join(f"blueprint {n}" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
+    for r in modes:
+        mode, base = torch.tensor(r.scores), torch.tensor(r.base[: len(r.scores)])
+        cells = []
+        for lo, hi in edges:
+            at = (base >= lo) & (base <= hi)
+            if not bool(at.any()):
+                cells.append("—")
+                continue
+            diff, sem = paired_difference(mode[at], base[at])
+            cells.append(f"{int(at.sum())}: {mode[at].mean():.2f}, {diff:+.2f} ± {sem:.2f}")
+        out.append(f"| {r.mode} | " + " | ".join(cells) + " |")
     return out
 
 

@@ -44,6 +44,12 @@ def combine(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+def table_rows(text: str) -> dict[str, list[str]]:
+    """The cells of a markdown table's rows, by their first cell (the header left out)."""
+    return {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and "---" not in line and "mode" not in line}
+
+
 def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_shared_ones(tmp_path):
     bp = [5.0, 6.0, 7.0, 4.0, 5.0, 6.0]
     a = run_json(tmp_path / "a.json", bp[:4], {"sparta": [7.0, 8.0, 8.0, 6.0], "lbs-8": [5.0, 6.0, 7.0, 4.0]})
@@ -51,8 +57,7 @@ def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_sh
                  machine=CPU.format(2.3, 2))
     res = combine(tmp_path, a, b)
     assert res.returncode == 0, res.stderr
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in res.stdout.splitlines()
-            if line.startswith("| ") and "---" not in line and "mode" not in line}
+    rows = table_rows(res.stdout.split("Paired gain by")[0])
     assert rows["blueprint"][1] == "6"  # the longest blueprint run
     assert rows["lbs-8"][1] == "6" and rows["lbs-8"][3] == "+1.000 ± 0.000"  # the run with the most games
     assert rows["sparta"][3] == "+1.750 ± 0.250"
@@ -218,3 +223,17 @@ def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
     assert lbs.returncode != 0
     assert lbs.stderr.strip().splitlines() == ["table1: lbs-1: LBS needs a belief trained for this blueprint "
                                                "(--belief)"]
+
+
+def test_the_table_splits_each_gain_by_the_blueprints_score_on_the_deal(tmp_path):
+    """Scores <= max - 4 join one bucket; each bucket pairs the mode with the blueprint on its deals."""
+    bp = [10.0, 3.0, 8.0, 8.0, 9.0, 10.0]
+    a = run_json(tmp_path / "a.json", bp, {"sparta": [9.0, 7.0, 10.0, 9.0, 9.0, 10.0]})
+    res = combine(tmp_path, a)
+    assert res.returncode == 0, res.stderr
+    head, by_score = res.stdout.split("Paired gain by")
+    assert "| blueprint <= 6 | blueprint 7 | blueprint 8 | blueprint 9 | blueprint 10 |" in by_score
+    cells = table_rows(by_score)["sparta"][1:]
+    assert [c.strip(" |") for c in cells] == [
+        "1: 7.00, +4.00 ± 0.00", "—", "2: 9.50, +1.50 ± 0.50", "1: 9.00, +0.00 ± 0.00",
+        "2: 9.50, -0.50 ± 0.50"]
