@@ -104,15 +104,36 @@ def count_reads(monkeypatch) -> list[int]:
     return hits
 
 
+def play_deviating(game: GameConfig, net: SmartBot, n: int, seed: int, seat: int, eps: float) -> list:
+    """n games of SmartBot in every seat but `seat`, which makes a uniformly random legal move instead of
+    SmartBot's on a share eps of its turns (as a searcher does when it deviates), every turn recorded."""
+    turns: list = []
+    gen = torch.Generator().manual_seed(seed)
+
+    def q_fn(priv, publ, legal, hid):
+        q, hid = net.step(priv, publ, legal, hid)
+        rows = torch.arange(q.shape[0])
+        off = (rows % game.players == seat) & (torch.rand(q.shape[0], generator=gen) < eps)
+        return torch.where(off[:, None], torch.rand(q.shape, generator=gen), q), hid
+
+    with torch.no_grad():
+        state = engine.reset(game, torch.arange(n) + 1000 * seed)
+        play(game, state, q_fn, net.initial_state(n * game.players), game.max_steps, hook=turns.append)
+    return turns
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.35], ids=["blueprint", "deviating"])
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_range_equals_brute_force_late_in_many_games(name: str, monkeypatch) -> None:
+def test_range_equals_brute_force_late_in_many_games(name: str, eps: float, monkeypatch) -> None:
+    """Also when the searcher leaves the blueprint (eps: the share of its moves that are random): the
+    partners then read moves their conventions did not expect, and the range must follow them."""
     game = SMALL[name]
     net = SmartBot(game)
     n = 16
-    turns = play_games(game, net, n, seed=11)
     reads = count_reads(monkeypatch)
     compared = filtered = 0
     for seat in range(game.players):
+        turns = play_deviating(game, net, n, 11, seat, eps)
         rng = ExactRange(game, served(net), seat, checked=True)  # checked: the true hand stays in it
         rng.reset(turns[0].state)
         refs: dict[int, tuple[int, DeckReference]] = {}
