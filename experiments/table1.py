@@ -31,9 +31,11 @@ from tqdm import tqdm
 from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.hanabi import GameConfig
+from lbs.infer import InferenceServer
 from lbs.models import load_blueprint, resolve_device
 from lbs.models.io import blueprint_identity, shipped_belief
 from lbs.runs import Stopped, StopSignals, signal_name
+from lbs.scoring import eval_games
 from lbs.search.agent import Progress, play_games
 from lbs.search.config import SearchConfig
 from lbs.search.journal import Journal, play_kept
@@ -100,6 +102,10 @@ def main() -> None:
                     help="rollouts per engine batch (a memory cap; results do not depend on it)")
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
+    ap.add_argument("--strata", type=int, default=0, metavar="N",
+                    help="also weigh each mode's split by the blueprint's score by how often the blueprint "
+                    "scores so on the first N deals (played here): the mode's mean over all deals, "
+                    "post-stratified (default 0: off)")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
     ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
     args = ap.parse_args()
@@ -236,19 +242,21 @@ def run(args, state: Kept) -> None:
             state.modes.append(mode)
     bar.close()
     setup.close()
-    write(rows, lines, settings, game, out)
+    population = population_scores(args, game, args.seed, args.first_game, rows)
+    write(rows, lines, settings, game, out, population=population)
     for journal in journals.values():  # the table holds every game: the journals are no longer needed
         journal.remove()
 
 
 def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, out: Path,
-          done: bool = True) -> None:
+          done: bool = True, population: torch.Tensor | None = None) -> None:
     """The table (.md), its per-game scores and settings (.json) and the figure (.png); before the run is
     done, the rows so far, marked partial (rewritten after every mode)."""
     if not done:
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
-    text = "\n".join(head + [""] + table(rows) + [""] + by_blueprint_score(rows, game.max_score)) + "\n"
+    by_score = by_blueprint_score(rows, game.max_score, population)
+    text = "\n".join(head + [""] + table(rows) + [""] + by_score) + "\n"
     data = json.dumps({
         "settings": settings,
         "scores": {r.mode: r.scores for r in rows},
@@ -317,11 +325,14 @@ def table(rows: list[Row]) -> list[str]:
     return out
 
 
-def by_blueprint_score(rows: list[Row], top: int, buckets: int = 5) -> list[str]:
+def by_blueprint_score(rows: list[Row], top: int, population: torch.Tensor | None = None,
+                       buckets: int = 5) -> list[str]:
     """Markdown lines: each search mode's paired gain on the deals where the blueprint scored s (the top
-    `buckets` scores, the lower ones joined). Search cannot gain on a deal the blueprint wins, so a mean
-    over easy deals says little about the gain over all: this shows where the gain comes from, and lets a
-    reader weigh the buckets by the blueprint's own score distribution."""
+    `buckets` scores, the lower ones joined). It shows where the gain comes from; a mode may well lose on
+    the deals the blueprint happens to win, since search decides on what it cannot tell apart, not on the
+    deal. With `population` (the blueprint's scores on many deals) each mode's bucket means are also
+    weighed by the blueprint's own bucket shares: the mode's mean over all deals, post-stratified, which
+    corrects a few deals that are easier or harder than most (s.e. from the spread within the buckets)."""
     modes = [r for r in rows if r.mode != "blueprint" and r.scores]
     if not modes:
         return []
@@ -331,9 +342,12 @@ def by_blueprint_score(rows: list[Row], top: int, buckets: int = 5) -> list[str]
     out = ["Paired gain by the blueprint's score on the deal (deals: mode's mean score, gain ± s.e.):", "",
            "| mode | " + " | ".join(f"blueprint {n}" for n in names) + " |",
            "|---|" + "---|" * len(names)]
+    weighted = []
+    share = None if population is None else torch.stack(
+        [((population >= lo) & (population <= hi)).double().mean() for lo, hi in edges])
     for r in modes:
-        mode, base = torch.tensor(r.scores), torch.tensor(r.base[: len(r.scores)])
-        cells = []
+        mode, base = torch.tensor(r.scores).double(), torch.tensor(r.base[: len(r.scores)]).double()
+        cells, means, variances = [], [], []
         for lo, hi in edges:
             at = (base >= lo) & (base <= hi)
             if not bool(at.any()):
@@ -341,8 +355,49 @@ def by_blueprint_score(rows: list[Row], top: int, buckets: int = 5) -> list[str]
                 continue
             diff, sem = paired_difference(mode[at], base[at])
             cells.append(f"{int(at.sum())}: {mode[at].mean():.2f}, {diff:+.2f} ± {sem:.2f}")
+            if int(at.sum()) > 1:
+                means.append(mode[at].mean())
+                variances.append(mode[at].var() / int(at.sum()))
         out.append(f"| {r.mode} | " + " | ".join(cells) + " |")
+        if share is not None and len(means) == len(edges):
+            est = float((share * torch.stack(means)).sum())
+            err = float((share.square() * torch.stack(variances)).sum().sqrt())
+            gain = est - float(population.double().mean())
+            weighted.append(f"{r.mode} {est:.3f} ± {err:.3f}, {gain:+.3f} on the blueprint")
+        elif share is not None:
+            weighted.append(f"{r.mode}: — (a bucket has fewer than 2 deals)")
+    if share is not None:
+        pop = population.double()
+        out += ["", f"Weighted by the blueprint's bucket shares over its first {pop.numel():,} deals ("
+                + ", ".join(f"{n}: {100 * float(w):.1f}%" for n, w in zip(names, share, strict=True))
+                + f"; blueprint {float(pop.mean()):.3f} ± {float(pop.std() / pop.numel() ** 0.5):.3f}): "
+                + "; ".join(weighted) + "."]
     return out
+
+
+def population_scores(args, game: GameConfig, seed: int, first: int, rows: list[Row]) -> torch.Tensor | None:
+    """--strata N: the blueprint's greedy scores on evaluation deals 0..N-1 of `seed` (lbs.scoring), after
+    checking that they are the table's blueprint scores on the deals the table played (from deal `first`:
+    the same blueprint and deals, or the weights would mean nothing)."""
+    if args.strata <= 0:
+        return None
+    try:
+        device = resolve_device(args.device)
+        bp_game, net = load_blueprint(args.blueprint, device, players=getattr(args, "players", None))
+    except (CheckpointError, ValueError) as e:
+        sys.exit(f"table1 --strata: {e}")
+    if bp_game != game:
+        sys.exit(f"table1 --strata: --blueprint plays {bp_game}, the table {game}")
+    q = InferenceServer(net, device).qnet()
+    scores = eval_games(game, q.step, q.initial_state, args.strata, seed, min(args.strata, 2000),
+                        device)["score"].double()
+    base = next((r for r in rows if r.mode == "blueprint"), None)
+    played = torch.tensor(base.scores if base is not None else rows[0].base).double()
+    n = max(0, min(played.numel(), scores.numel() - first))
+    if not torch.equal(scores[first:first + n], played[:n]):
+        sys.exit("table1 --strata: --blueprint scores other than the table's blueprint on the table's deals: "
+                 "pass the blueprint the table played")
+    return scores
 
 
 def combine(args, out: Path) -> None:
@@ -414,7 +469,8 @@ def combine(args, out: Path) -> None:
         "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
     settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
-    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out)
+    population = population_scores(args, game, first.get("seed", args.seed), 0, rows)
+    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population)
 
 
 def chain(found: list[tuple[int, Row]]) -> list[Row]:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from lbs.hanabi import GameConfig
 
 SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "table1.py"
@@ -237,3 +239,30 @@ def test_the_table_splits_each_gain_by_the_blueprints_score_on_the_deal(tmp_path
     assert [c.strip(" |") for c in cells] == [
         "1: 7.00, +4.00 ± 0.00", "—", "2: 9.50, +1.50 ± 0.50", "1: 9.00, +0.00 ± 0.00",
         "2: 9.50, -0.50 ± 0.50"]
+
+
+def test_the_split_weighed_by_the_blueprints_own_scores_is_the_post_stratified_mean():
+    """Bucket means weighed by the blueprint's bucket shares over many deals, with the s.e. of that sum."""
+    sys.path.insert(0, str(SCRIPT.parent.parent))
+    from experiments import table1 as t1
+
+    bp = [10.0, 10.0, 9.0, 9.0, 5.0, 4.0]
+    sparta = [9.0, 10.0, 10.0, 9.0, 8.0, 6.0]
+    rows = [t1.Row("sparta", summary("sparta", sparta, 1.0), sparta, bp)]
+    population = torch.tensor([10.0] * 5 + [9.0] * 3 + [4.0] * 2)  # shares: 10 50%, 9 30%, <= 6 20%
+    line = t1.by_blueprint_score(rows, GAME.max_score, population)[-1]
+    assert "sparta: — (a bucket has fewer than 2 deals)" in line  # buckets 7 and 8: no deal in the table
+    line = t1.by_blueprint_score(rows, GAME.max_score, population, buckets=3)[-1]  # buckets <= 8, 9, 10
+    want = 0.2 * 7.0 + 0.3 * 9.5 + 0.5 * 9.5
+    err = (0.2 ** 2 * 2.0 / 2 + 0.3 ** 2 * 0.5 / 2 + 0.5 ** 2 * 0.5 / 2) ** 0.5
+    assert f"sparta {want:.3f} ± {err:.3f}, {want - 8.5:+.3f} on the blueprint" in line
+    assert "<= 8: 20.0%, 9: 30.0%, 10: 50.0%; blueprint 8.500" in line
+
+
+def test_strata_refuse_a_blueprint_of_another_game(tmp_path):
+    a = run_json(tmp_path / "a.json", [5.0, 6.0], {"sparta": [6.0, 6.0]})
+    cmd = [sys.executable, str(SCRIPT), "--combine", str(a), "--blueprint", "smartbot", "--strata", "10",
+           "--device", "cpu", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode != 0 and res.stderr.strip().startswith("table1 --strata: --blueprint plays")
+    assert len(res.stderr.strip().splitlines()) == 1
