@@ -8,7 +8,8 @@ Modes (default: blueprint sparta lbs-inf lbs-32 lbs-16 lbs-8 lbs-1) play games 0
 deals of --seed; the blueprint row is the same games without search. For each mode: mean ± s.e.m., the
 paired difference with the blueprint (± its standard error), perfect %, time per game, rollouts per second,
 how often the search move replaced the blueprint move, sampler fallbacks, and (when SPARTA ran) the share
-of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA. Also a figure: gain over
+of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA; then each mode's gain by
+the blueprint's score on the deal (with --strata N weighed by the blueprint's scores on N deals). Also a figure: gain over
 the blueprint against time per game, one point per mode. Writes into --out (a scratch folder) unless
 --record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
 """
