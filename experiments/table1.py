@@ -10,8 +10,8 @@ paired difference with the blueprint (± its standard error), perfect %, time pe
 how often the search move replaced the blueprint move, sampler fallbacks, and (when SPARTA ran) the share
 of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA; then each mode's gain by
 the blueprint's score on the deal (with --strata N weighed by the blueprint's scores on N deals). Also a
-figure: gain over the blueprint against time per game, one point per mode. Writes into --out (a scratch folder) unless
---record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
+figure: gain over the blueprint against time per game, one point per mode. Writes into --out (a scratch
+folder) unless --record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
 """
 
 from __future__ import annotations
