@@ -266,3 +266,14 @@ def test_strata_refuse_a_blueprint_of_another_game(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode != 0 and res.stderr.strip().startswith("table1 --strata: --blueprint plays")
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp_path):
+    full = GameConfig(players=2).to_dict()
+    a = run_json(tmp_path / "a.json", [0.0, 1.0], {"sparta": [6.0, 6.0]}, game=full)
+    cmd = [sys.executable, str(SCRIPT), "--combine", str(a), "--blueprint", "smartbot", "--strata", "4",
+           "--device", "cpu", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode != 0
+    assert res.stderr.strip() == ("table1 --strata: --blueprint scores other than the table's blueprint on the "
+                                  "table's deals: pass the blueprint it played")
