@@ -275,5 +275,6 @@ def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp
            "--device", "cpu", "--out", str(tmp_path)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode != 0
-    assert res.stderr.strip() == ("table1 --strata: --blueprint scores other than the table's blueprint on the "
-                                  "table's deals: pass the blueprint it played")
+    want = ("table1 --strata: --blueprint scores other than the table's blueprint on the table's deals: "
+            "pass the blueprint it played")
+    assert res.stderr.strip() == want
