@@ -65,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
                     f"({QUICK.rollouts:,} and {QUICK.min_rollouts})")
     ap.add_argument("--games", type=int, default=2, help="games to play (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="which evaluation deals (default 0)")
+    ap.add_argument(*flag_names("first_game"), dest="first_game", type=int, default=0,
+                    help="play deals F..F+games-1 (default 0): e.g. one deal of a table again, its "
+                    "searches recorded")
     ap.add_argument(*flag_names("batch_games"), dest="batch_games", type=int, default=64,
                     help="games searched at once (default 64)")
     ap.add_argument("--groups", type=int, default=1,
@@ -187,6 +190,7 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
             raise ValueError(f"--games {args.games}, --batch-games {args.batch_games} and --groups "
                              f"{args.groups} must be >= 1")
         cli.at_least("--show", args.show, 0)
+        cli.at_least("--first-game", args.first_game, 0)
         cli.threads(args.threads)
         if args.profile and (args.groups > 1 or args.devices > 1):
             raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")
@@ -220,7 +224,8 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
     if shard.main:
         print("\n".join(settings(args, mode, cfg, game, device, shard.world)), file=sys.stderr)
         if journal.games:
-            print(f"search: {sum(n < args.games for n in journal.games)} of {args.games} games kept from "
+            mine = range(args.first_game, args.first_game + args.games)
+            print(f"search: {sum(n in mine for n in journal.games)} of {args.games} games kept from "
                   f"an earlier run of this command ({journal.path}): playing the rest", file=sys.stderr)
     bar = Bar(mode, len(shard.games(args.games)), args.no_progress or not shard.main)  # this process's games
     with launch(shard, device), torch.no_grad():
@@ -228,7 +233,7 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
             torch.set_num_threads(args.threads)
         try:
             results, seconds = play_kept(setup, journal, args.games, args.seed, args.batch_games,
-                                         progress=bar, groups=args.groups, shard=shard)
+                                         first=args.first_game, progress=bar, groups=args.groups, shard=shard)
         except SaveError as e:
             sys.exit(f"search: {e}")
         finally:  # before a stop's line
@@ -236,7 +241,7 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
         baseline = None
         if mode.searches and not args.no_blueprint_baseline:
             baseline = play_games(setup.blueprint_only(), args.games, args.seed, args.batch_games,
-                                  shard=shard)
+                                  shard=shard, first=args.first_game)
     setup.close()
     if not shard.main:
         return
@@ -248,8 +253,8 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
         networks = "inside the rollouts (captured)" if cfg.cuda_graphs else f"{timing.networks:.1f} s"
         print(f"where the time goes: networks {networks}, sampler {timing.sampler:.1f} s, "
               f"rollout engine and bookkeeping {engine_s:.1f} s, the rest {rest:.1f} s")
-    for r in results[: args.show]:
-        print(playthrough(r.record, f"game {results.index(r)}"))
+    for i, r in enumerate(results[: args.show]):
+        print(playthrough(r.record, f"game {args.first_game + i}"))
     search = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "depth"}
     blob = {
         "command": " ".join(sys.argv),

@@ -51,6 +51,20 @@ def test_a_search_run_writes_records_that_replay(tmp_path):
     assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
 
 
+def test_first_game_plays_that_deal_as_a_run_from_deal_0_does(tmp_path):
+    """A table's deal F can be played again alone, its searches recorded: the same game."""
+    common = ["--mode", "lbs-1", *PAIR, "--rollouts", "170", "--min-rollouts", "10",
+              "--no-blueprint-baseline"]
+    r = run(*common, "--games", "3", "--out", str(tmp_path / "all.json"), cwd=tmp_path)
+    one = run(*common, "--games", "1", "--first-game", "2", "--out", str(tmp_path / "one.json"),
+              "--show", "1", cwd=tmp_path)
+    assert r.returncode == 0 and one.returncode == 0, (r.stderr[-2000:], one.stderr[-2000:])
+    games = [json.loads((tmp_path / f).read_text())["games"] for f in ("all.json", "one.json")]
+    assert games[1][0]["record"] == games[0][2]["record"]
+    assert games[1][0]["decisions"] == games[0][2]["decisions"]
+    assert "game 2" in one.stdout
+
+
 def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     out = tmp_path / "sb3.json"
     r = run("--mode", "blueprint", "--blueprint", "smartbot", "--players", "3", "--games", "2",
@@ -77,6 +91,7 @@ def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     (["--mode", "lbs-2", "--devices", "0"], "--devices 0"),
     (["--mode", "lbs-2", "--devices", "2", "--profile"], "--devices 1"),
     (["--mode", "lbs-16", "--blueprint", "smartbot"], "no value"),
+    (["--mode", "lbs-2", "--first-game", "-1"], "--first-game -1"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]
