@@ -91,6 +91,9 @@ def main() -> None:
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
     ap.add_argument("--reference-budget", action="store_true",
                     help="spend the budget as the reference SPARTA does (SearchConfig.reference_budget)")
+    ap.add_argument("--keep-lost-points", action="store_true",
+                    help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
+                    "scores it (SearchConfig.keep_lost_points); the games are still scored by HLE's rule")
     ap.add_argument("--batch-games", type=int, default=64)
     cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
@@ -163,7 +166,8 @@ def run(args, state: Kept) -> None:
             checked(args)
             cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts,
                                max_range=args.max_range, max_rows=args.max_rows, cuda_graphs=args.cuda_graphs,
-                               reference_budget=args.reference_budget)
+                               reference_budget=args.reference_budget,
+                               keep_lost_points=args.keep_lost_points)
             resolve_device(args.device)
     except ValueError as e:
         sys.exit(f"table1: {e}")
@@ -190,12 +194,13 @@ def run(args, state: Kept) -> None:
         f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
         f"seed {args.seed}), {args.rollouts} rollouts per searched move, {args.min_rollouts} per move before "
         f"pruning, delta 0.05, SPARTA max range {args.max_range:,}"
-        + ("; the reference SPARTA's budget (each move's share, bound pruning)."
-           if args.reference_budget else "."),
+        + ("; the reference SPARTA's budget (each move's share, bound pruning)"
+           if args.reference_budget else "")
+        + ("; rollouts score a lost game as its points minus one." if args.keep_lost_points else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
-                "reference_budget": args.reference_budget,
+                "reference_budget": args.reference_budget, "keep_lost_points": args.keep_lost_points,
                 "blueprint": Path(args.blueprint).name,
                 "belief": Path(args.belief).name if args.belief else None,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
@@ -423,8 +428,10 @@ def combine(args, out: Path) -> None:
         if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
                 and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
-    keys = ("game", "seed", "rollouts", "min_rollouts", "reference_budget", "blueprint", "belief")
-    known = [{"reference_budget": False, **d["settings"]} for _, d in runs if "settings" in d]
+    keys = ("game", "seed", "rollouts", "min_rollouts", "reference_budget", "keep_lost_points", "blueprint",
+            "belief")
+    known = [{"reference_budget": False, "keep_lost_points": False, **d["settings"]} for _, d in runs
+             if "settings" in d]
     for k in keys:
         if len({json.dumps(s.get(k)) for s in known}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")

@@ -86,6 +86,10 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     assert "Traceback" not in res.stderr
     shared = run_json(tmp_path / "shared.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, reference_budget=False)
     assert combine(tmp_path, a, shared).returncode == 0
+    # so is how a rollout scores a lost game (runs before the field: HLE's 0)
+    kept = run_json(tmp_path / "kept.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, keep_lost_points=True)
+    res = combine(tmp_path, a, kept)
+    assert res.returncode != 0 and "differ in keep_lost_points" in res.stderr
 
 
 def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):

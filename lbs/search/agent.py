@@ -121,7 +121,8 @@ class Searcher:
                                         hash_keys(keys[g], j))  # the same deck for every move (CRN)
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
                 h = select_rows(hid, rows_hid)
-                ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs)
+                ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs,
+                                      cfg.keep_lost_points)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")
             used = used + n_live * n * go

@@ -80,6 +80,11 @@ class SearchConfig:
     prune_z s.e.) falls below the best lower bound, the blueprint move's bounds raised by delta
     (pruning.prune_bounds). False: the moves still in play share the whole budget, and a move is pruned
     once its mean is prune_z of its own standard errors below the best mean (pruning.prune)"""
+    keep_lost_points: bool = False
+    """a rollout that ends in a lost game (every life spent) is worth its points minus one, as the reference
+    SPARTA's server scores it by default, instead of 0 (HLE's rule, by which the real game is judged). On
+    SmartBot the returns then spread about half as much (the rare lost game no longer costs every point),
+    so the same rollouts tell the moves apart better"""
     min_valid: int = 1
     """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
     seat: int = 0

@@ -30,7 +30,8 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
 
 
 def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor, q_fn: QFunction,
-                    depth: int | None, horizon: int, graphs: Graphs | None = None) -> torch.Tensor:
+                    depth: int | None, horizon: int, graphs: Graphs | None = None,
+                    keep_lost_points: bool = False) -> torch.Tensor:
     """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
     and bootstrap (depth None: play to the end, no bootstrap). `horizon`: moves after `first` that
     finish every game (engine.moves_left_bound); no rollout plays more, the rest would only idle.
@@ -39,16 +40,27 @@ def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torc
     (the public-LSTM state, shared by every sample). No host sync: the loop length is fixed, so with
     `graphs` its step is captured once per batch size and replayed (lbs.graphs). On the CPU, without
     graphs, finished games leave the batch instead (_play_out_shrinking): the same returns, less work.
+    keep_lost_points: a lost game is worth its points minus one (SearchConfig.keep_lost_points).
     """
     after, _, _ = engine.step(game, root, first)
     steps = horizon if depth is None else min(depth, horizon)
     if graphs is None and root.device.type == "cpu":
-        return _play_out_shrinking(game, root, after, q_fn, hid, steps, depth is not None)
+        return _play_out_shrinking(game, root, after, q_fn, hid, steps, depth is not None, keep_lost_points)
     end, hid = play(game, after, q_fn, hid, steps, graphs=graphs)
-    gained = (end.score - root.score).float()
+    gained = (rollout_score(end, keep_lost_points) - root.score).float()
     if depth is None:
         return gained
     return gained + leaf_value(game, end, q_fn, hid)
+
+
+def rollout_score(state: HanabiState, keep_lost_points: bool) -> torch.Tensor:
+    """[B] what a rollout's game is worth now: its score, or with keep_lost_points a lost game's points
+    minus one (at least 0) instead of HLE's 0."""
+    if not keep_lost_points:
+        return state.score
+    lost = (state.life_tokens <= 0).to(state.score.dtype)
+    points = state.fireworks.sum(1).to(state.score.dtype)
+    return state.score + lost * ((points - 1).clamp(min=0) - state.score)
 
 
 SHRINK_AT = 4
@@ -56,7 +68,7 @@ SHRINK_AT = 4
 
 
 def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState, q_fn: QFunction, hid: tuple,
-                        steps: int, bootstrap: bool) -> torch.Tensor:
+                        steps: int, bootstrap: bool, keep_lost_points: bool) -> torch.Tensor:
     """rollout_returns' playout where reading the batch is free (the CPU): play until a quarter of the games
     are over, drop them, go on with the rest. A rollout's moves depend on its own row alone, so the
     returns are those of the fixed-length loop, for the moves the games really last instead of the longest
@@ -76,7 +88,7 @@ def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState,
             state, hid = play(game, state, q_fn, hid, steps, hook=enough)
         steps -= played
         over = state.done if steps > 0 else torch.ones_like(state.done)
-        value = (state.score - root.score.index_select(0, rows)).float()
+        value = (rollout_score(state, keep_lost_points) - root.score.index_select(0, rows)).float()
         if bootstrap and steps == 0:
             value = value + leaf_value(game, state, q_fn, hid)
         out[rows[over]] = value[over]

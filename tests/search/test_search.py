@@ -104,6 +104,27 @@ def test_dropping_finished_rollouts_returns_what_the_fixed_loop_returns(blue, de
     assert min(sizes) < 48 * game.players if depth is None else len(sizes) > depth
 
 
+def test_keeping_a_lost_games_points_changes_only_the_lost_rollouts():
+    """SearchConfig.keep_lost_points: a rollout ending in a lost game is worth its points minus one (the
+    reference SPARTA's rule) instead of HLE's 0; every other rollout is worth the same, on either loop."""
+    net = blueprint(GAME)
+    state, hid = roots(GAME, net, 64, 2)
+    noise = torch.rand(64, GAME.num_moves, generator=torch.Generator().manual_seed(3))
+    first = torch.where(engine.legal_moves(GAME, state), noise, -1).argmax(1)
+    horizon = int(engine.moves_left_bound(GAME, state).max()) - 1
+    with torch.no_grad():
+        zero = rollout_returns(GAME, state, hid, first, net.step, None, horizon)
+        kept = rollout_returns(GAME, state, hid, first, net.step, None, horizon, keep_lost_points=True)
+        fixed = rollout_returns(GAME, state, hid, first, net.step, None, horizon, Graphs(torch.device("cpu")),
+                                keep_lost_points=True)
+        end, _ = play(GAME, engine.step(GAME, state, first)[0], net.step, hid, horizon)
+    lost = end.life_tokens <= 0
+    assert bool(lost.any()) and bool((~lost).any())
+    assert torch.equal(zero[lost], -state.score[lost].float())  # HLE: a lost game is worth 0
+    want = torch.where(lost, (end.fireworks.sum(1) - 1).clamp(min=0), end.score) - state.score
+    assert torch.equal(kept, want.float()) and torch.equal(fixed, kept)
+
+
 def test_depth_zero_is_the_move_reward_plus_the_vdn_sum_of_blueprint_q():
     net = blueprint(GAME)
     state, hid = roots(GAME, net, 8, 2)
