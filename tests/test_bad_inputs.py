@@ -140,6 +140,13 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             (["--blueprint", "smartbot", "--players", "1", "--mode", "sparta"], "players=1"),
             (["--blueprint", "smartbot", "--players", "5", "--plays"], "--plays rates a belief"),
         ],
+        "experiments/rollout_spread.py": [
+            (["--blueprint", "smartbot", "--games", "0"], "--games 0"),
+            (["--blueprint", "smartbot", "--samples", "1"], "--samples 1"),
+            (["--blueprint", "smartbot", "--moves", "-1"], "--moves -1"),
+            (["--blueprint", "missing.pt"], "not found"),
+            (["--blueprint", "smartbot", "--record", "a/b"], "--record 'a/b'"),
+        ],
         "experiments/bench_search.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
             ([*PAIR, "--groups", "0"], "--groups 0"),
@@ -170,8 +177,8 @@ def refusals(tmp_path_factory) -> list[tuple[str, list[str], str, int, str]]:
     return rows
 
 
-def test_at_least_forty_bad_invocations_over_seven_entry_points(refusals):
-    assert len(refusals) >= 40 and len({r[0] for r in refusals}) == 7
+def test_at_least_forty_bad_invocations_over_eight_entry_points(refusals):
+    assert len(refusals) >= 40 and len({r[0] for r in refusals}) == 8
 
 
 def test_each_bad_invocation_is_one_line_and_a_non_zero_exit(refusals):
