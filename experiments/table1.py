@@ -185,7 +185,7 @@ def run(args, state: Kept) -> None:
     game = setup.game
     if args.threads:
         torch.set_num_threads(args.threads)
-    population = population_scores(args, game, args.seed)  # before the long part: a bad --strata stops here
+    population = population_scores(args, game, args.seed, setup.blueprint)  # the blueprint this run plays
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -249,10 +249,7 @@ def run(args, state: Kept) -> None:
             state.modes.append(mode)
     bar.close()
     setup.close()
-    problem = other_deals(population, rows, args.first_game) if population is not None else None
-    if problem:  # cannot happen with the blueprint just played; the table is written unweighted
-        tqdm.write(f"table1 --strata: {problem}; the table is written without the weighting")
-    write(rows, lines, settings, game, out, population=None if problem else population)
+    write(rows, lines, settings, game, out, population=population)
     for journal in journals.values():  # the table holds every game: the journals are no longer needed
         journal.remove()
 
@@ -384,30 +381,33 @@ def by_blueprint_score(rows: list[Row], top: int, population: torch.Tensor | Non
     return out
 
 
-def population_scores(args, game: GameConfig, seed: int) -> torch.Tensor | None:
+def population_scores(args, game: GameConfig, seed: int, blueprint=None) -> torch.Tensor | None:
     """--strata N: the blueprint's greedy scores on evaluation deals 0..N-1 of `seed` (lbs.scoring), the
-    blueprint's own score distribution for by_blueprint_score; None without --strata."""
+    blueprint's own score distribution for by_blueprint_score; None without --strata. blueprint: the handle
+    a run already serves (SearchSetup.blueprint); --combine loads --blueprint."""
     if args.strata <= 0:
         return None
-    try:
-        device = resolve_device(args.device)
-        bp_game, net = load_blueprint(args.blueprint, device, players=args.players)
-    except (CheckpointError, ValueError) as e:
-        sys.exit(f"table1 --strata: {e}")
-    if bp_game != game:
-        sys.exit(f"table1 --strata: --blueprint plays {bp_game}, the table {game}")
-    q = InferenceServer(net, device).qnet()
-    return eval_games(game, q.step, q.initial_state, args.strata, seed, min(args.strata, 2000),
-                      device)["score"].double()
+    device = resolve_device(args.device)
+    if blueprint is None:
+        try:
+            bp_game, net = load_blueprint(args.blueprint, device, players=args.players)
+        except (CheckpointError, ValueError) as e:
+            sys.exit(f"table1 --strata: {e}")
+        if bp_game != game:
+            sys.exit(f"table1 --strata: --blueprint plays {bp_game}, the table {game}")
+        blueprint = InferenceServer(net, device).qnet()
+    scores = eval_games(game, blueprint.step, blueprint.initial_state, args.strata, seed,
+                        min(args.strata, 2000), device)
+    return scores["score"].double()
 
 
-def other_deals(population: torch.Tensor, rows: list[Row], first: int) -> str | None:
-    """Why the population cannot weigh these rows (None if it can): its blueprint scores on the deals the
-    table played (from deal `first`) must be the table's own, or they are another blueprint's or deals."""
+def other_deals(population: torch.Tensor, rows: list[Row]) -> str | None:
+    """Why the population cannot weigh these joined rows (None if it can): its blueprint scores on the deals
+    the table played (from deal 0) must be the table's own, or they are another blueprint's or deals."""
     base = next((r for r in rows if r.mode == "blueprint"), None)
     played = torch.tensor(base.scores if base is not None else rows[0].base).double()
-    n = max(0, min(played.numel(), population.numel() - first))
-    if torch.equal(population[first:first + n], played[:n]):
+    n = min(played.numel(), population.numel())
+    if torch.equal(population[:n], played[:n]):
         return None
     return ("--blueprint scores other than the table's blueprint on the table's deals: pass the blueprint "
             "it played")
@@ -485,7 +485,7 @@ def combine(args, out: Path) -> None:
     ]
     settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
     population = population_scores(args, game, first.get("seed", args.seed))
-    if population is not None and (problem := other_deals(population, rows, 0)):
+    if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")
     write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population)
 

@@ -72,7 +72,7 @@ def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState,
     """rollout_returns' playout where reading the batch is free (the CPU): play until a quarter of the games
     are over, drop them, go on with the rest. A rollout's moves depend on its own row alone, so the
     returns are those of the fixed-length loop, for the moves the games really last instead of the longest
-    game's bound (about half the steps of a playout from mid-game)."""
+    game's bound."""
     p = game.players
     out = torch.zeros(root.batch_size, dtype=torch.float32, device=root.device)
     rows = torch.arange(root.batch_size, device=root.device)  # the batch's rows in the rollouts
