@@ -331,6 +331,15 @@ def table(rows: list[Row]) -> list[str]:
     return out
 
 
+def score_buckets(top: int, buckets: int = 5) -> tuple[list[tuple[int, int]], list[str]]:
+    """The blueprint-score buckets of a split: (lowest, highest) score of each and its name; the top
+    `buckets` - 1 scores alone, the lower ones joined."""
+    low = top - buckets + 1
+    edges = [(0, low)] + [(v, v) for v in range(low + 1, top + 1)]
+    names = [f"<= {low}"] + [str(v) for v in range(low + 1, top + 1)]
+    return edges, names
+
+
 def by_blueprint_score(rows: list[Row], top: int, population: torch.Tensor | None = None,
                        buckets: int = 5) -> list[str]:
     """Markdown lines: each search mode's paired gain on the deals where the blueprint scored s (the top
@@ -342,9 +351,7 @@ def by_blueprint_score(rows: list[Row], top: int, population: torch.Tensor | Non
     modes = [r for r in rows if r.mode != "blueprint" and r.scores]
     if not modes:
         return []
-    low = top - buckets + 1
-    edges = [(0, low)] + [(v, v) for v in range(low + 1, top + 1)]  # (lowest, highest) blueprint score
-    names = [f"<= {low}"] + [str(v) for v in range(low + 1, top + 1)]
+    edges, names = score_buckets(top, buckets)
     out = ["Paired gain by the blueprint's score on the deal (deals: mode's mean score, gain ± s.e.):", "",
            "| mode | " + " | ".join(f"blueprint {n}" for n in names) + " |",
            "|---|" + "---|" * len(names)]

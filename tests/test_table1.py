@@ -282,3 +282,38 @@ def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp
     want = ("table1 --strata: --blueprint scores other than the table's blueprint on the table's deals: "
             "pass the blueprint it played")
     assert res.stderr.strip() == want
+
+
+COMPARE = SCRIPT.with_name("compare_tables.py")
+
+
+def compare(tmp_path: Path, a: Path, b: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(COMPARE), str(a), str(b), "--out", str(tmp_path)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_compare_pairs_a_mode_with_itself_under_two_settings_on_the_deals_both_played(tmp_path):
+    bp = [5.0, 6.0, 7.0, 4.0]
+    a = run_json(tmp_path / "a.json", bp, {"sparta": [6.0, 6.0, 8.0, 5.0]})
+    b = run_json(tmp_path / "b.json", bp[1:], {"sparta": [7.0, 8.0, 6.0]}, first=1, keep_lost_points=True)
+    res = compare(tmp_path, a, b)
+    assert res.returncode == 0, res.stderr
+    assert "keep_lost_points: false (A) -> true (B)" in res.stdout
+    rows = table_rows(res.stdout.split("by the blueprint's score")[0])
+    # deals 1..3: A 6, 8, 5 and B 7, 8, 6 -> differences 1, 0, 1
+    assert rows["sparta"][1] == "3 (1..3)" and rows["sparta"][5] == "+0.667 ± 0.333"
+    assert next(tmp_path.glob("compare_tables_*.md")).read_text().count("| sparta |") == 2
+
+
+def test_compare_refuses_tables_on_other_deals_and_files_that_are_not_tables(tmp_path):
+    a = run_json(tmp_path / "a.json", [5.0, 6.0], {"sparta": [6.0, 7.0]})
+    b = run_json(tmp_path / "b.json", [5.0, 9.0], {"sparta": [6.0, 9.0]})
+    res = compare(tmp_path, a, b)
+    assert res.returncode != 0 and "not the same deals" in res.stderr and "Traceback" not in res.stderr
+    c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]})
+    res = compare(tmp_path, a, c)
+    assert res.returncode != 0 and "share no search mode" in res.stderr and "Traceback" not in res.stderr
+    (tmp_path / "x.json").write_text("[1, 2]")
+    res = compare(tmp_path, a, tmp_path / "x.json")
+    assert res.returncode != 0 and "not a table1 result" in res.stderr and "Traceback" not in res.stderr
+    assert not list(tmp_path.glob("compare_tables_*.md"))
