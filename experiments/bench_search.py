@@ -67,6 +67,9 @@ def main() -> None:
     ap.add_argument("--budget", choices=list(BUDGETS), default="shared",
                     help="how a searched move spends its rollouts: shared by the moves in play (default), "
                          "the reference SPARTA's share per move (SearchConfig.reference_budget), or both")
+    ap.add_argument("--keep-lost-points", action="store_true",
+                    help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
+                         "scores it (SearchConfig.keep_lost_points)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
@@ -80,7 +83,8 @@ def main() -> None:
             for v in values:
                 cli.at_least(flag, v, 1)
         cli.threads(args.threads)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range)
+        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
+                           keep_lost_points=args.keep_lost_points)
         device = resolve_device(args.device)
     except ValueError as e:
         sys.exit(f"bench_search: {e}")
@@ -163,7 +167,9 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         f"- {args.games} games per setting, {args.rollouts} rollouts per searched move "
         f"({args.min_rollouts} per move before pruning). 'At 10K' scales s/game linearly by {scale:g} "
         "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
-        "searched move.",
+        "searched move."
+        + (" A rollout's lost game is worth its points minus one (--keep-lost-points)."
+           if args.keep_lost_points else ""),
         "",
         "- With CUDA graphs a rollout step is one replay, so the networks' share is not separable (—).",
         "",
