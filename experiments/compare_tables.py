@@ -14,6 +14,7 @@ scratch folder) or experiments/results/compare_tables/compare_tables_<date>_NAME
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -23,10 +24,10 @@ import torch
 from lbs.search.report import paired_difference
 
 if __package__:  # python -m experiments.compare_tables, or imported
-    from .common import result_path, write_result
+    from .common import machine, result_path, write_result
     from .table1 import score_buckets
 else:  # python experiments/compare_tables.py: this folder is first on the import path
-    from common import result_path, write_result
+    from common import machine, result_path, write_result
     from table1 import score_buckets
 
 NAME = "compare_tables"
@@ -98,6 +99,7 @@ def compare(a: dict, b: dict, names: tuple[str, str]) -> str:
         "- Settings that differ: " + ("; ".join(differ) if differ else "none recorded"),
         "- Each mode paired with itself on the deals both tables played it (deal indices of the evaluation "
         "stream); the runs' machines and commands are in their own files.",
+        f"- Date: {datetime.date.today()}; computed (nothing played) on {machine()}.",
         "",
         "| mode | deals | blueprint | A | B | B - A (paired) | t |", "|---|---|---|---|---|---|---|",
         *rows, "",
