@@ -1,7 +1,8 @@
 """Two Table 1 results on the same deals, mode by mode: the second's score minus the first's, paired per deal.
 
     python experiments/compare_tables.py experiments/results/table1/table1_2026-11-25_smartbot_10k_ref.json \
-        experiments/results/table1/table1_2026-11-25_smartbot_10k_ref_keep.json --record smartbot_keep_vs_hle
+        experiments/results/table1/table1_2026-11-25_smartbot_10k_ref_keep.json \
+        --record smartbot_10k_keep_vs_hle
 
 Table 1 pairs each mode with the blueprint on the same deal; this pairs a mode with itself under two settings
 (a rule for lost rollouts, a budget, a belief) on the deals both tables played, so the deal's luck drops out
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from lbs.hanabi import GameConfig
 from lbs.search.report import paired_difference
 
 if __package__:  # python -m experiments.compare_tables, or imported
@@ -66,8 +68,8 @@ def compare(a: dict, b: dict, names: tuple[str, str]) -> str:
     modes = [m for m in a["scores"] if m in b["scores"] and m != "blueprint"]
     if not modes:
         sys.exit("compare_tables: the tables share no search mode")
-    top = sa["game"]["colors"] * sa["game"]["ranks"] if "game" in sa else 25
-    edges, bucket_names = score_buckets(top)
+    game = GameConfig.from_dict(sa["game"]) if "game" in sa else GameConfig()  # before tables kept it
+    edges, bucket_names = score_buckets(game.max_score)
     rows, splits = [], []
     for mode in modes:
         da, db = deals(a, mode), deals(b, mode)

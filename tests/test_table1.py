@@ -310,6 +310,9 @@ def test_compare_refuses_tables_on_other_deals_and_files_that_are_not_tables(tmp
     b = run_json(tmp_path / "b.json", [5.0, 9.0], {"sparta": [6.0, 9.0]})
     res = compare(tmp_path, a, b)
     assert res.returncode != 0 and "not the same deals" in res.stderr and "Traceback" not in res.stderr
+    other_seed = run_json(tmp_path / "seed.json", [5.0, 6.0], {"sparta": [6.0, 7.0]}, seed=1)
+    res = compare(tmp_path, a, other_seed)
+    assert res.returncode != 0 and "differ in seed" in res.stderr and "Traceback" not in res.stderr
     c = run_json(tmp_path / "c.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]})
     res = compare(tmp_path, a, c)
     assert res.returncode != 0 and "share no search mode" in res.stderr and "Traceback" not in res.stderr
