@@ -34,8 +34,9 @@ else:  # python experiments/compare_tables.py: this folder is first on the impor
 
 NAME = "compare_tables"
 SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "reference_budget",
-            "keep_lost_points")
-DEFAULTS = {"reference_budget": False, "keep_lost_points": False}  # tables recorded before these were
+            "keep_lost_points", "blueprint_knowledge")
+DEFAULTS = {"reference_budget": False, "keep_lost_points": False,
+            "blueprint_knowledge": False}  # tables recorded before these were
 
 
 def load(name: str) -> dict:

@@ -35,7 +35,7 @@ from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
-from lbs.search.setup import build_search
+from lbs.search.setup import build_search, card_knowledge
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,8 @@ def main() -> None:
     game = setup.game
     if args.plays:
         with torch.no_grad():
-            return rate_plays(game, setup.server, args.games, args.samples)
+            knows = card_knowledge(setup.net)
+            return rate_plays(game, setup.server, args.games, args.samples, knowledge=knows)
     if args.sampler == "true":
         setup.make_sampler = lambda: TrueHand(game, setup.cfg.seat)
     with torch.no_grad():
@@ -89,17 +90,27 @@ def main() -> None:
         print(line)
 
 
-def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
+def rate_plays(game, server, games: int, k: int, seat: int = 0, knowledge=None) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
-    the learned belief and the counting prior make it (the played slot holding a playable card)?"""
+    the learned belief and the counting prior make it (the played slot holding a playable card)? With
+    `knowledge` (a rule bot's card knowledge), also the belief drawn within it, as LBS draws by default."""
     tb = engine.tables(game, torch.device("cpu"))
     state = engine.reset(game, game_seeds(Stream.EVAL, 0, games))
-    belief = LearnedBelief(game, server, seat)
-    belief.reset(state)
-    scored, p_belief, p_count = [], [], []
+    beliefs = [LearnedBelief(game, server, seat)]
+    if knowledge is not None:
+        beliefs.append(LearnedBelief(game, server, seat, knowledge))
+    for belief in beliefs:
+        belief.reset(state)
+    scored, p_belief, p_known, p_count = [], [], [], []
+    outside = torch.zeros(2, dtype=torch.long)  # held cards of the seat its knowledge rules out, held cards
 
     def rate(turn: Turn) -> None:  # the belief reads the state before the move, then follows it
         st, move = turn.state, turn.move
+        if knowledge is not None:  # does the knowledge ever rule out the card really held?
+            hand = st.hands[:, seat]
+            held = (hand >= 0) & ~st.done[:, None]
+            own = knowledge.own_cards(beliefs[1].known).gather(2, hand.clamp(min=0)[..., None]).squeeze(2)
+            outside.add_(torch.stack([(held & ~own).sum(), held.sum()]))
         plays = (st.cur_player == seat) & ~st.done & (tb.move_type[move] == PLAY)
         if bool(plays.any()):
             idx = plays.nonzero().squeeze(1)
@@ -107,29 +118,38 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0) -> None:
             playable = st.fireworks.index_select(0, idx)[:, tb.card_color] == tb.card_rank  # [G', T]
             true = st.hands[idx, seat, slot]
             scored.append(playable.gather(1, true[:, None]).squeeze(1))
-            s = belief.sample(k, hash_keys(idx, turn.t), idx)
-            drawn = s.hands[torch.arange(len(idx)), :, slot]  # [G', k]
-            ok = playable.gather(1, drawn.clamp(min=0)) & s.valid
-            p_belief.append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
+            for belief, rates in zip(beliefs, (p_belief, p_known), strict=False):
+                s = belief.sample(k, hash_keys(idx, turn.t), idx)
+                drawn = s.hands[torch.arange(len(idx)), :, slot]  # [G', k]
+                ok = playable.gather(1, drawn.clamp(min=0)) & s.valid
+                rates.append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
             unseen, allowed = own_hand_facts(game, turn.obs[idx, seat])  # [G', T], [G', H, T]
             weight = unseen.clamp(min=0) * allowed[torch.arange(len(idx)), slot]
             p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
-        belief.update(st, move, turn.next_state)
+        for belief in beliefs:
+            belief.update(st, move, turn.next_state)
 
     blueprint = server.qnet()
     play(game, state, blueprint.step, blueprint.initial_state(games * game.players), game.max_steps,
          hook=rate)
     scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
+    pk = torch.cat(p_known).double() if p_known else None
+    within = "" if pk is None else f", within the blueprint's card knowledge {100 * pk.mean():.1f}%"
+    if pk is not None:
+        print(f"the blueprint's card knowledge of seat {seat} ruled out the card it held in "
+              f"{int(outside[0])} of {int(outside[1])} held slots (every step of every game)")
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
-          f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples), counting prior "
+          f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples){within}, counting prior "
           f"{100 * pc.mean():.1f}%")
-    print("| P(playable) under the learned belief | plays | scored % | counting prior's mean P % |")
-    print("|---|---|---|---|")
+    extra = "" if pk is None else " within the knowledge: mean P % |"
+    print("| P(playable) under the learned belief | plays | scored % | counting prior's mean P % |" + extra)
+    print("|---|---|---|---|" + ("" if pk is None else "---|"))
     for lo in (0.0, 0.2, 0.4, 0.6, 0.8):
         sel = (pb >= lo) & ((pb < lo + 0.2) | (lo == 0.8))
         if bool(sel.any()):
+            known = "" if pk is None else f" {100 * pk[sel].mean():.1f} |"
             print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
-                  f"| {100 * pc[sel].mean():.1f} |")
+                  f"| {100 * pc[sel].mean():.1f} |" + known)
 
 
 def count_deviations(path: str) -> None:

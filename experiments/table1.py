@@ -94,6 +94,9 @@ def main() -> None:
     ap.add_argument("--keep-lost-points", action="store_true",
                     help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
                     "scores it (SearchConfig.keep_lost_points); the games are still scored by HLE's rule")
+    ap.add_argument("--no-blueprint-knowledge", dest="blueprint_knowledge", action="store_false",
+                    help="LBS on SmartBot: the learned belief alone, not drawn within SmartBot's card "
+                    "knowledge (SearchConfig.blueprint_knowledge; the rows recorded before it existed)")
     ap.add_argument("--batch-games", type=int, default=64)
     cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
@@ -167,7 +170,8 @@ def run(args, state: Kept) -> None:
             cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts,
                                max_range=args.max_range, max_rows=args.max_rows, cuda_graphs=args.cuda_graphs,
                                reference_budget=args.reference_budget,
-                               keep_lost_points=args.keep_lost_points)
+                               keep_lost_points=args.keep_lost_points,
+                               blueprint_knowledge=args.blueprint_knowledge)
             resolve_device(args.device)
     except ValueError as e:
         sys.exit(f"table1: {e}")
@@ -186,6 +190,7 @@ def run(args, state: Kept) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     population = population_scores(args, game, args.seed, setup.blueprint)  # the blueprint this run plays
+    knows = any(r.knowledge is not None for r in runs.values())
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -196,12 +201,13 @@ def run(args, state: Kept) -> None:
         f"pruning, delta 0.05, SPARTA max range {args.max_range:,}"
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
            if args.reference_budget else "")
-        + ("; rollouts score a lost game as its points minus one." if args.keep_lost_points else "."),
+        + ("; rollouts score a lost game as its points minus one" if args.keep_lost_points else "")
+        + ("; LBS draws its hands within the blueprint's card knowledge." if knows else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
                 "reference_budget": args.reference_budget, "keep_lost_points": args.keep_lost_points,
-                "blueprint": Path(args.blueprint).name,
+                "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
                 "belief": Path(args.belief).name if args.belief else None,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     rows: list[Row] = []
@@ -435,12 +441,13 @@ def combine(args, out: Path) -> None:
         if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
                 and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
-    keys = ("game", "seed", "rollouts", "min_rollouts", "reference_budget", "keep_lost_points", "blueprint",
-            "belief")
-    known = [{"reference_budget": False, "keep_lost_points": False, **d["settings"]} for _, d in runs
-             if "settings" in d]
-    for k in keys:
-        if len({json.dumps(s.get(k)) for s in known}) > 1:
+    keys = ("game", "seed", "rollouts", "min_rollouts", "reference_budget", "keep_lost_points",
+            "blueprint_knowledge", "blueprint", "belief")
+    known = [{"reference_budget": False, "keep_lost_points": False, "blueprint_knowledge": False,
+              **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
+             for _, d in runs if "settings" in d]
+    for k in keys:  # how LBS drew its hands matters only between runs that played LBS
+        if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k != "blueprint_knowledge"}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
     pieces: dict[str, list[tuple[int, Row]]] = {}  # mode -> (first deal, its row in one run)
     for path, d in runs:

@@ -90,6 +90,14 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     kept = run_json(tmp_path / "kept.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, keep_lost_points=True)
     res = combine(tmp_path, a, kept)
     assert res.returncode != 0 and "differ in keep_lost_points" in res.stderr
+    # and whether LBS drew within the blueprint's card knowledge (runs before the field: it did not)
+    knows = run_json(tmp_path / "knows.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, blueprint_knowledge=True)
+    res = combine(tmp_path, a, knows)
+    assert res.returncode != 0 and "differ in blueprint_knowledge" in res.stderr
+    alone = run_json(tmp_path / "alone.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, blueprint_knowledge=False)
+    assert combine(tmp_path, a, alone).returncode == 0
+    sparta = run_json(tmp_path / "sparta.json", [5.0, 6.0], {"sparta": [6.0, 7.0]})  # no LBS hand drawn
+    assert combine(tmp_path, knows, sparta).returncode == 0
 
 
 def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):

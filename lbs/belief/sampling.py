@@ -41,11 +41,12 @@ def valid_hands(
     color_plausible: torch.Tensor,
     rank_plausible: torch.Tensor,
     hand_len: torch.Tensor,
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[Q, K] bool: candidate hands [Q, K, H] that could be the player's.
 
-    Valid iff slots < hand_len hold card ids the hints allow, later slots are -1, and no card is used
-    more often than the copies the player cannot see.
+    Valid iff slots < hand_len hold card ids the hints allow (or, given, the narrower allowed [Q, H, T]),
+    later slots are -1, and no card is used more often than the copies the player cannot see.
     """
     if candidates.dim() != 3 or candidates.shape[2] != game.hand_size:
         raise ValueError(f"candidates must be [Q, K, H={game.hand_size}], got {list(candidates.shape)}")
@@ -56,9 +57,10 @@ def valid_hands(
     held = torch.arange(h, device=cards.device)[None, :] < hand_len[:, None]  # [Q, H]
     real = (cards >= 0) & (cards < t)
     idx = cards.clamp(0, t - 1)
-    plaus = plausible_cards(game, color_plausible, rank_plausible)  # [Q, H, T]
-    allowed = plaus[:, None].expand(q, k, h, t).gather(3, idx[..., None]).squeeze(3)  # [Q, K, H]
-    slot_ok = torch.where(held[:, None], real & allowed, cards == -1)
+    if allowed is None:
+        allowed = plausible_cards(game, color_plausible, rank_plausible)  # [Q, H, T]
+    fits = allowed[:, None].expand(q, k, h, t).gather(3, idx[..., None]).squeeze(3)  # [Q, K, H]
+    slot_ok = torch.where(held[:, None], real & fits, cards == -1)
     used = card_histogram(torch.where(real & held[:, None], idx, -1), t)  # [Q, K, T]
     return slot_ok.all(2) & (used <= unseen_counts[:, None, :]).all(2)
 
@@ -69,15 +71,21 @@ def allowed_cards_fn(
     """A BeliefModel.sample mask that forbids, slot by slot, cards the hints rule out (hints) and
     cards whose unseen copies the earlier slots already used up (counts)."""
     plaus = plausible_cards(game, cons.color_plausible, cons.rank_plausible)  # [Q, H, T]
+    return slot_mask(game, plaus if hints else None, cons.unseen if counts else None)
+
+
+def slot_mask(game: GameConfig, allowed: torch.Tensor | None, unseen: torch.Tensor | None) -> MaskFn:
+    """A BeliefModel.sample mask: slot s may hold the card ids allowed [Q, H, T] gives it (None: any) of
+    which the earlier slots have not used up the unseen [Q, T] copies (None: no count)."""
     t = game.card_types
 
     def mask(slot: int, hands: torch.Tensor) -> torch.Tensor:
         q, k, _ = hands.shape
         out = torch.ones(q, k, t, dtype=torch.bool, device=hands.device)
-        if hints:
-            out = out & plaus[:, None, slot, :]
-        if counts:
-            out = out & (card_histogram(hands, t) < cons.unseen[:, None, :])
+        if allowed is not None:
+            out = out & allowed[:, None, slot, :]
+        if unseen is not None:
+            out = out & (card_histogram(hands, t) < unseen[:, None, :])
         return out
 
     return mask

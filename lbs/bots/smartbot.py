@@ -144,7 +144,10 @@ class SmartBot(nn.Module):
     def device(self) -> torch.device:
         return self._device.device
 
-    def initial_state(self, rows: int, device: torch.device | str | None = None) -> SmartBotState:
+    def initial_state(self, rows: int, device: torch.device | str | None = None,
+                      seat: int | None = None) -> SmartBotState:
+        """Row n * P + p is seat p of game n; with `seat`, every row is that seat (one seat followed in
+        each of `rows` games, as a hand sampler follows the searcher's)."""
         g = self.game
         dev = torch.device(device) if device is not None else self.device
         z = torch.zeros(rows, dtype=torch.long, device=dev)
@@ -153,7 +156,7 @@ class SmartBot(nn.Module):
         return SmartBotState(
             possible=torch.full((rows, g.players, g.hand_size), _masks(g, dev).full, dtype=torch.int32,
                                 device=dev),
-            seat=torch.arange(rows, device=dev) % g.players,
+            seat=torch.arange(rows, device=dev) % g.players if seat is None else z + seat,
             playable=bd.playable, worthless=bd.worthless, valuable=bd.valuable,
             used=z,
             deck=z - 1,
@@ -167,17 +170,33 @@ class SmartBot(nn.Module):
         del publ  # the canonical observation holds everything SmartBot reads
         g = self.game
         ob = decode(g, priv)
-        bd = board(g, ob.fireworks, ob.seen)
-        possible = advance(g, state, ob)
+        state = self._read(ob, state)
         # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
         n = priv.shape[0] // g.players
         moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
         rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
-        move = decide(g, possible.index_select(0, rows), _rows_of(ob, rows), _rows_of(bd, rows))
+        bd = _Board(state.playable, state.worthless, state.valuable)
+        move = decide(g, state.possible.index_select(0, rows), _rows_of(ob, rows), _rows_of(bd, rows))
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
         scores[:, g.num_moves] = 1.0
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
-        return scores, SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
+        return scores, state
+
+    def observe(self, priv: torch.Tensor, state: SmartBotState) -> SmartBotState:
+        """The state after reading the observation priv [R, D] (step's, without deciding)."""
+        return self._read(decode(self.game, priv), state)
+
+    def _read(self, ob: _Obs, state: SmartBotState) -> SmartBotState:
+        bd = board(self.game, ob.fireworks, ob.seen)
+        possible = advance(self.game, state, ob)
+        return SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
+
+    def own_cards(self, state: SmartBotState) -> torch.Tensor:
+        """[R, H, T] bool: the identities each of the row's own cards may be, by the bot's public knowledge
+        (hints, counts and the conventions' inferences; none in a slot that holds no card). What a
+        learned belief's samples can be restricted to (search.samplers.LearnedBelief)."""
+        mk = _masks(self.game, state.possible.device)
+        return (state.possible[:, 0, :, None] & mk.card) != 0
 
     def reads_hands(self, priv: torch.Tensor, state: SmartBotState) -> torch.Tensor:
         """[R] bool: stepping this state on priv reads the partners' cards into its knowledge (a discard

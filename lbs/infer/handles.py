@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from ..belief.sampling import slot_mask
 from ..models.qnet import HiddenState
 from .weights import Weights
 
@@ -51,8 +52,10 @@ def _encode(belief: nn.Module, priv: torch.Tensor, hid: tuple | None):
     return belief.encode(priv, hid)
 
 
-def _sample(belief: nn.Module, context: torch.Tensor, seeds: torch.Tensor, hand_len: torch.Tensor, *, k: int):
-    return belief.sample(context, k, seeds, hand_len)
+def _sample(belief: nn.Module, context: torch.Tensor, seeds: torch.Tensor, hand_len: torch.Tensor,
+            allowed: torch.Tensor | None, unseen: torch.Tensor | None, *, k: int):
+    mask = slot_mask(belief.game, allowed, unseen) if allowed is not None or unseen is not None else None
+    return belief.sample(context, k, seeds, hand_len, mask_fn=mask)
 
 
 # ---- handles ------------------------------------------------------------------------------------------
@@ -141,8 +144,10 @@ class BeliefHandle(ModelHandle):
         """Private observations [B, T, D] -> (contexts [B, T, E], encoder state)."""
         return self._call(_encode, priv, hid)
 
-    def sample(self, context: torch.Tensor, seeds: torch.Tensor, hand_len: torch.Tensor,
-               k: int) -> torch.Tensor:
+    def sample(self, context: torch.Tensor, seeds: torch.Tensor, hand_len: torch.Tensor, k: int,
+               allowed: torch.Tensor | None = None, unseen: torch.Tensor | None = None) -> torch.Tensor:
         """k hands per query: context [Q, E], counter seeds [Q], hand_len [Q] -> hands [Q, k, H]. Seeded
-        draws make each query's hands independent of how concurrent queries were merged."""
-        return self._call(_sample, context, seeds, hand_len, k=k)
+        draws make each query's hands independent of how concurrent queries were merged. Given, slot s
+        draws only the card ids allowed [Q, H, T] gives it, and only while the earlier slots leave unseen
+        [Q, T] copies (belief.sampling.slot_mask)."""
+        return self._call(_sample, context, seeds, hand_len, allowed, unseen, k=k)

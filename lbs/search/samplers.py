@@ -52,24 +52,48 @@ class HandSampler(Protocol):
         counters keyed by keys [G'] (the same keys give the same hands on any device)."""
 
 
+class CardKnowledge(Protocol):
+    """A blueprint whose recurrent state is public card knowledge (SmartBot): which identities each of a
+    seat's own cards may be, by the hints, the counts and the conventions its partners play by."""
+
+    def initial_state(self, rows: int, device: torch.device | str | None = None, seat: int | None = None
+                      ) -> tuple: ...
+
+    def observe(self, priv: torch.Tensor, state: tuple) -> tuple: ...
+
+    def own_cards(self, state: tuple) -> torch.Tensor: ...
+
+
 class LearnedBelief:
     """Samples from the learned belief. Its encoder state is advanced on every turn of the real game
     (one encoder step per move, nothing re-reads the history); samples pass the exact validity filter
-    built from the searcher's own observation, so the filter never sees the true hand."""
+    built from the searcher's own observation, so the filter never sees the true hand.
 
-    def __init__(self, game: GameConfig, server: InferenceServer, seat: int):
-        self.game, self.server, self.seat = game, server, seat
+    With `knowledge` (a blueprint that keeps public card knowledge), the sampler also follows the
+    searcher's seat's copy of it, read from the same observations, and draws every slot within the
+    identities that knowledge allows and the unseen copies left (where it allows none the hints allow, the
+    hints alone): the blueprint's conventions, which the belief learns only in part, hold in every sample.
+    """
+
+    def __init__(self, game: GameConfig, server: InferenceServer, seat: int,
+                 knowledge: CardKnowledge | None = None):
+        self.game, self.server, self.seat, self.knowledge = game, server, seat, knowledge
         self.context: torch.Tensor | None = None  # [G, E] after the latest observation
         self.obs: torch.Tensor | None = None  # [G, D] the searcher's latest observation
+        self.known: tuple | None = None  # the knowledge's state for the searcher's seat
 
     def _observe(self, state: HanabiState) -> None:
         seat = torch.full((state.batch_size, 1), self.seat, device=state.device)
         self.obs = encode(self.game, state, observers=seat)[:, 0]  # [G, D]
         context, self.hid = self.server.belief().encode(self.obs[:, None], self.hid)
         self.context = context[:, 0]
+        if self.knowledge is not None:
+            self.known = self.knowledge.observe(self.obs, self.known)
 
     def reset(self, state: HanabiState) -> None:
         self.hid = self.server.belief().initial_state(state.batch_size)
+        if self.knowledge is not None:
+            self.known = self.knowledge.initial_state(state.batch_size, state.device, seat=self.seat)
         self._observe(state)
 
     def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
@@ -78,9 +102,17 @@ class LearnedBelief:
     def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
         obs, context = self.obs.index_select(0, games), self.context.index_select(0, games)
         cons = constraints.from_obs(self.game, obs)
-        hands = self.server.belief().sample(context, keys, cons.hand_len, k=k)
+        belief, allowed = self.server.belief(), None
+        if self.knowledge is None:
+            hands = belief.sample(context, keys, cons.hand_len, k=k)
+        else:
+            hints = constraints.plausible_cards(self.game, cons.color_plausible, cons.rank_plausible)
+            allowed = hints & self.knowledge.own_cards(self.known).index_select(0, games)  # [G', H, T]
+            allowed = torch.where(allowed.any(-1, keepdim=True), allowed, hints)
+            hands = belief.sample(context, keys, cons.hand_len, k=k, allowed=allowed, unseen=cons.unseen)
+        # a draw whose earlier slots used the copies a later slot needed left the knowledge there: rejected
         valid = valid_hands(self.game, hands, cons.unseen, cons.color_plausible, cons.rank_plausible,
-                            cons.hand_len)
+                            cons.hand_len, allowed)
         return SampledHands(hands, valid)
 
 

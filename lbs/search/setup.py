@@ -18,7 +18,7 @@ from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
-from .samplers import HandSampler, LearnedBelief, serve
+from .samplers import CardKnowledge, HandSampler, LearnedBelief, serve
 from .timing import Timing
 
 BLUEPRINT = Mode.parse("blueprint")
@@ -38,6 +38,11 @@ def check_blueprint(mode: Mode, net: nn.Module) -> None:
                          "cards")
 
 
+def card_knowledge(net: nn.Module) -> CardKnowledge | None:
+    """The blueprint itself where it keeps public card knowledge (own_cards: a rule bot), else None."""
+    return net if callable(getattr(net, "own_cards", None)) else None
+
+
 @dataclass
 class SearchSetup:
     """Everything a search run needs, checked once. `cfg.depth` is the mode's; `make_sampler` replaces the
@@ -48,7 +53,8 @@ class SearchSetup:
     cfg: SearchConfig
     net: nn.Module
     """the blueprint as loaded: what check_blueprint reads (its value, range and state capabilities); every
-    call of it goes through `server` (see `blueprint`)"""
+    call of it goes through `server` (see `blueprint`), but for a rule bot's card knowledge, which LBS's
+    sampler reads from the module itself (it has no weights to serve)"""
     server: InferenceServer
     """serves the blueprint as its default model and, for LBS, the belief"""
     device: torch.device
@@ -102,12 +108,19 @@ class SearchSetup:
     def initial_state(self, rows: int) -> tuple:
         return self.blueprint.initial_state(rows)
 
+    @property
+    def knowledge(self) -> CardKnowledge | None:
+        """The blueprint's public card knowledge LBS draws its hands within (a rule bot's; see
+        SearchConfig.blueprint_knowledge), or None."""
+        knows = self.mode.sampler is Sampler.BELIEF and self.cfg.blueprint_knowledge
+        return card_knowledge(self.net) if knows else None
+
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""
         if self.make_sampler is not None:
             return self.make_sampler()
         if self.mode.sampler is Sampler.BELIEF:
-            return LearnedBelief(self.game, self.server, self.cfg.seat)
+            return LearnedBelief(self.game, self.server, self.cfg.seat, self.knowledge)
         if self.mode.sampler is Sampler.RANGE:
             return ExactRange(self.game, self.blueprint, self.cfg.seat, max_range=self.cfg.max_range)
         return None

@@ -100,6 +100,35 @@ def test_every_seat_holds_the_same_public_knowledge():
         assert bool(state.done.all())
 
 
+@pytest.mark.parametrize("players", [2, 3])
+def test_own_knowledge_allows_every_true_card_and_follows_one_seat(players):
+    """own_cards allows the card every seat really holds, in every held slot at every step of fixture games
+    (the conventions hold when every seat is SmartBot), and none in an empty slot; a state that follows one
+    seat through observe (as a hand sampler does) equals that seat's rows of the lockstep states."""
+    game = GameConfig(players=players)
+    games = load_games(players)[:200]
+    n, seat = len(games), players - 1
+    state = engine.initial_state(game, torch.tensor([g["deck"] for g in games]))
+    bot = SmartBot(game)
+    hid, one = bot.initial_state(n * players), bot.initial_state(n, seat=seat)
+    checked = 0
+    for _ in range(game.max_steps):
+        one = bot.observe(encode(game, state)[:, seat], one)
+        before = state
+        state, hid = play(game, state, bot.step, hid, 1)
+        for mine, all_rows in zip(one, hid, strict=True):
+            assert torch.equal(mine, all_rows[seat::players])
+        own = bot.own_cards(hid).reshape(n, players, game.hand_size, game.card_types)
+        hands = before.hands
+        live = (~before.done)[:, None, None] & (hands >= 0)
+        allows = own.gather(3, hands.clamp(min=0)[..., None]).squeeze(3)
+        assert bool(allows[live].all()) and not bool(own[(hands < 0)[..., None].expand_as(own)].any())
+        checked += int(live.sum())
+        if bool(state.done.all()):
+            break
+    assert checked > 200 * game.hand_size * players * 40
+
+
 def test_settle_stops_early_only_where_nothing_changes(monkeypatch):
     """The CPU stops the settling rounds at the fixed point; running every round (as on an accelerator)
     gives the same games."""

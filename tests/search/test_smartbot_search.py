@@ -24,6 +24,7 @@ from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.config import DISCARD, PLAY
 from lbs.infer import InferenceServer, QNetHandle
+from lbs.models import BeliefConfig, BeliefModel
 from lbs.search import agent, step_filter
 from lbs.search.config import Mode, SearchConfig
 from lbs.search.exact_range import ExactRange
@@ -259,17 +260,22 @@ def test_sparta_and_lbs_inf_on_the_range_decide_the_same() -> None:
         assert x.record.moves == y.record.moves and x.decisions == y.decisions
 
 
-@pytest.mark.parametrize("max_range", [SearchConfig.max_range, 1])
-def test_no_peeking_with_another_hand_the_history_allows(max_range: int, monkeypatch) -> None:
+@pytest.mark.parametrize(("mode", "max_range"), [("sparta", SearchConfig.max_range), ("sparta", 1),
+                                                  ("lbs-inf", SearchConfig.max_range)])
+def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: int, monkeypatch) -> None:
     """Swap the searcher's true hand, at one of its turns, for another hand of its range (so the history
     it saw is the same); replaying the game with search from the swapped deck makes every decision up to
-    and including that turn the same (the range and the seats' states follow the history, not the cards).
-    With max_range 1 every draw is a rejection draw through the pending filters."""
+    and including that turn the same (the range, the seats' states and the belief's sampler with its copy of
+    SmartBot's card knowledge follow the history, not the cards). With max_range 1 every draw is a
+    rejection draw through the pending filters."""
     game = SMALL["p2_c3_r3_h3"]
     net = SmartBot(game)
     cfg = replace(tiny_search(game), max_range=max_range)
     n, seat = 4, cfg.seat
-    with SearchSetup.of(game, net, "sparta", cfg) as setup:
+    torch.manual_seed(0)
+    model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    with SearchSetup.of(game, net, mode, cfg, model) as setup:
+        assert mode == "sparta" or setup.sampler().knowledge is net
         first = agent.play_games(setup, n, seed=8, batch_games=n)
         decks = torch.tensor([r.record.deck for r in first])
         real = engine.initial_state(game, decks)
@@ -327,6 +333,44 @@ def swap_hand(game: GameConfig, deck: torch.Tensor, positions: list[int], state,
         out[i] = c
         pool.remove(c)
     return out
+
+
+def test_lbs_draws_within_smartbots_card_knowledge() -> None:
+    """With SmartBot as the blueprint, LBS's sampler follows the searcher's copy of SmartBot's knowledge
+    and draws every held slot within it (the lockstep seat's own_cards); with blueprint_knowledge off the
+    learned belief (here untrained) draws outside it, kept by the hints alone."""
+    game = SMALL["p2_c3_r3_h3"]
+    net = SmartBot(game)
+    torch.manual_seed(0)
+    model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    n, k, seat = 16, 32, 1
+    state = engine.reset(game, torch.arange(n))
+    outside = {True: 0, False: 0}
+    with SearchSetup.of(game, net, "lbs-inf", replace(tiny_search(game), seat=seat), model) as setup, \
+            torch.no_grad():
+        plain = setup.with_mode("lbs-inf", blueprint_knowledge=False)
+        samplers = {True: setup.sampler(), False: plain.sampler()}
+        assert samplers[False].knowledge is None
+        for s in samplers.values():
+            s.reset(state)
+        hid = net.initial_state(n * game.players)
+        for t in range(game.max_steps):
+            live = (~state.done).nonzero().flatten()
+            keys = torch.arange(len(live)) + 100 * t
+            drawn = {knows: s.sample(k, keys, live) for knows, s in samplers.items()}
+            before = state
+            state, hid = play(game, state, net.step, hid, 1)
+            own = net.own_cards(hid)[seat :: game.players].index_select(0, live)  # [G', H, T]
+            for knows, d in drawn.items():
+                held = d.valid[..., None] & (d.hands >= 0)
+                inside = own[:, None].expand(-1, k, -1, -1).gather(3, d.hands.clamp(min=0)[..., None])
+                inside = inside.squeeze(3)
+                outside[knows] += int((held & ~inside).sum())
+            for s in samplers.values():
+                s.update(before, torch.zeros(n, dtype=torch.long), state)
+            if bool(state.done.all()):
+                break
+    assert outside[True] == 0 and outside[False] > 0
 
 
 def test_lbs_k_is_refused_in_one_line() -> None:
