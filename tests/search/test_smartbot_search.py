@@ -335,19 +335,20 @@ def swap_hand(game: GameConfig, deck: torch.Tensor, positions: list[int], state,
     return out
 
 
-def test_lbs_draws_within_smartbots_card_knowledge() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_lbs_draws_within_smartbots_card_knowledge(device: str) -> None:
     """With SmartBot as the blueprint, LBS's sampler follows the searcher's copy of SmartBot's knowledge
     and draws every held slot within it (the lockstep seat's own_cards); with blueprint_knowledge off the
     learned belief (here untrained) draws outside it, kept by the hints alone."""
     game = SMALL["p2_c3_r3_h3"]
-    net = SmartBot(game)
+    net = SmartBot(game, device)
     torch.manual_seed(0)
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
     n, k, seat = 16, 32, 1
-    state = engine.reset(game, torch.arange(n))
+    state = engine.reset(game, torch.arange(n, device=device))
     outside = {True: 0, False: 0}
-    with SearchSetup.of(game, net, "lbs-inf", replace(tiny_search(game), seat=seat), model) as setup, \
-            torch.no_grad():
+    cfg = replace(tiny_search(game), seat=seat)
+    with SearchSetup.of(game, net, "lbs-inf", cfg, model, device) as setup, torch.no_grad():
         plain = setup.with_mode("lbs-inf", blueprint_knowledge=False)
         samplers = {True: setup.sampler(), False: plain.sampler()}
         assert samplers[False].knowledge is None
@@ -356,7 +357,7 @@ def test_lbs_draws_within_smartbots_card_knowledge() -> None:
         hid = net.initial_state(n * game.players)
         for t in range(game.max_steps):
             live = (~state.done).nonzero().flatten()
-            keys = torch.arange(len(live)) + 100 * t
+            keys = torch.arange(len(live), device=device) + 100 * t
             drawn = {knows: s.sample(k, keys, live) for knows, s in samplers.items()}
             before = state
             state, hid = play(game, state, net.step, hid, 1)
@@ -367,7 +368,7 @@ def test_lbs_draws_within_smartbots_card_knowledge() -> None:
                 inside = inside.squeeze(3)
                 outside[knows] += int((held & ~inside).sum())
             for s in samplers.values():
-                s.update(before, torch.zeros(n, dtype=torch.long), state)
+                s.update(before, torch.zeros(n, dtype=torch.long, device=device), state)
             if bool(state.done.all()):
                 break
     assert outside[True] == 0 and outside[False] > 0
