@@ -268,7 +268,7 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, ou
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
     by_score = by_blueprint_score(rows, game.max_score, population)
-    text = "\n".join(head + [""] + table(rows) + [""] + by_score) + "\n"
+    text = "\n".join(head + [""] + table(rows) + [""] + versus_sparta(rows, game.max_score) + by_score) + "\n"
     data = json.dumps({
         "settings": settings,
         "scores": {r.mode: r.scores for r in rows},
@@ -335,6 +335,30 @@ def table(rows: list[Row]) -> list[str]:
             f"| {s['fallback_pct']:.1f} | {kept} | {speed} | {split} |"
         )
     return out
+
+
+def versus_sparta(rows: list[Row], top: int) -> list[str]:
+    """Markdown lines (none without a SPARTA row, or when every mode played SPARTA's deals): a mode that
+    played fewer deals than SPARTA is compared with it on those deals only, where SPARTA's own gain may
+    differ from its gain over all of its deals."""
+    sparta = next((r for r in rows if r.mode == "sparta"), None)
+    fewer = [r for r in rows if sparta is not None and r.mode not in ("blueprint", "sparta")
+             and 0 < len(r.scores) < len(sparta.scores)]
+    if not fewer:
+        return []
+    out = ["On the deals a mode played when SPARTA played more (the first N; paired, ± s.e.; perfect: share "
+           f"of games scoring {top}):", "",
+           "| mode | deals | SPARTA vs blueprint | mode vs blueprint | mode - SPARTA "
+           "| perfect %: blueprint / SPARTA / mode |", "|---|---|---|---|---|---|"]
+    for r in fewer:
+        n = len(r.scores)
+        mine, theirs = torch.tensor(r.scores).double(), torch.tensor(sparta.scores[:n]).double()
+        base = torch.tensor(r.base[:n]).double()
+        cells = [paired_difference(a, b) for a, b in ((theirs, base), (mine, base), (mine, theirs))]
+        perfect = " / ".join(f"{100 * float((x == top).double().mean()):.1f}" for x in (base, theirs, mine))
+        out.append(f"| {r.mode} | {n} | " + " | ".join(f"{d:+.3f} ± {e:.3f}" for d, e in cells)
+                   + f" | {perfect} |")
+    return out + [""]
 
 
 def score_buckets(top: int, buckets: int = 5) -> tuple[list[tuple[int, int]], list[str]]:

@@ -71,6 +71,22 @@ def test_combine_pairs_each_mode_on_its_own_deals_and_compares_with_sparta_on_sh
     assert next(tmp_path.glob("table1_*.png")).stat().st_size > 0
 
 
+def test_a_mode_on_fewer_deals_than_sparta_is_compared_with_it_on_those_deals(tmp_path):
+    """SPARTA gains +1.0 over its 4 deals but +0.5 on the first 2, the only ones lbs-inf played: the block
+    pairs both with the blueprint and with each other there, and counts perfect games on those deals."""
+    top = GAME.max_score
+    bp = [top - 1.0, top, top - 5.0, top - 4.0]
+    a = run_json(tmp_path / "a.json", bp, {"sparta": [top, top, top - 4.0, top - 2.0]})
+    b = run_json(tmp_path / "b.json", bp[:2], {"lbs-inf": [top, top - 1.0]})
+    res = combine(tmp_path, a, b)
+    assert res.returncode == 0, res.stderr
+    block = res.stdout.split("when SPARTA played more")[1].split("Paired gain by")[0]
+    assert table_rows(block)["lbs-inf"][1:] == ["2", "+0.500 ± 0.500", "+0.000 ± 1.000", "-0.500 ± 0.500",
+                                                "50.0 / 100.0 / 50.0 |"]
+    full = run_json(tmp_path / "c.json", bp, {"lbs-inf": [top, top - 1.0, top - 5.0, top - 4.0]})
+    assert "SPARTA played more" not in combine(tmp_path, a, full).stdout  # every deal: no block
+
+
 def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     a = run_json(tmp_path / "a.json", [5.0, 6.0], {"lbs-1": [5.0, 7.0]})
     b = run_json(tmp_path / "b.json", [5.0, 9.0, 1.0], {"lbs-8": [6.0, 7.0, 2.0]})

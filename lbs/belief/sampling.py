@@ -70,8 +70,8 @@ def allowed_cards_fn(
 ) -> MaskFn:
     """A BeliefModel.sample mask that forbids, slot by slot, cards the hints rule out (hints) and
     cards whose unseen copies the earlier slots already used up (counts)."""
-    plaus = plausible_cards(game, cons.color_plausible, cons.rank_plausible)  # [Q, H, T]
-    return slot_mask(game, plaus if hints else None, cons.unseen if counts else None)
+    plaus = plausible_cards(game, cons.color_plausible, cons.rank_plausible) if hints else None  # [Q, H, T]
+    return slot_mask(game, plaus, cons.unseen if counts else None)
 
 
 def slot_mask(game: GameConfig, allowed: torch.Tensor | None, unseen: torch.Tensor | None) -> MaskFn:
