@@ -2,11 +2,12 @@
 moves the policy towards SmartBot's moves."""
 
 from dataclasses import replace
+from functools import partial
 
 import pytest
 import torch
 
-from lbs.hanabi import GameConfig
+from lbs.hanabi import GameConfig, public_features
 from lbs.models import NetConfig
 from lbs.rl.actors import ActorConfig
 from lbs.rl.config import TrainConfig
@@ -128,3 +129,30 @@ def test_a_short_demonstration_run_moves_the_policy_towards_smartbot(tmp_path):
     assert scores["demo"][0] == scores["plain"][0]  # the same initial network
     assert scores["demo"][1] > scores["plain"][1] + 0.05, scores
     assert scores["demo"][1] > scores["demo"][0] + 0.1, scores
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_supervised_imitation_learns_smartbots_moves():
+    """experiments/imitation.py's loss: a few dozen cross-entropy updates on SmartBot's games raise the
+    network's agreement with SmartBot on held-out games well above its start (and its loss falls)."""
+    from experiments.imitation import imitation_loss
+    from lbs.models import make_qnet
+
+    torch.manual_seed(0)
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=16, max_len=0))
+    net = make_qnet(GAME, NetConfig(hidden=32, lstm_layers=1, mlp_layers=1))
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    train = record_demos(cfg, 512, torch.device("cpu"))
+    held = record_demos(cfg, 256, torch.device("cpu"), start=1 << 20)  # deals the training never saw
+    public = partial(public_features, GAME)
+    before = agreement(net, held, public)
+    losses = []
+    for i in torch.arange(512).split(16) * 2:  # two passes over the games, 16 a batch
+        loss = imitation_loss(net, {k: v[i] for k, v in train.items()}, GAME)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    after = agreement(net, held, public)
+    assert after > before + 0.25, (before, after)
+    assert sum(losses[-8:]) < 0.8 * sum(losses[:8]), losses

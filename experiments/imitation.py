@@ -1,0 +1,181 @@
+"""How fast can the public-LSTM network learn SmartBot's moves on this CPU? The ceiling of every way of
+learning from SmartBot's games (the demonstration replay, the warm start): plain supervised learning.
+
+    python experiments/imitation.py --minutes 20 --record demo_net_2p
+
+Trains the network of the `demo` blueprint preset (or --hidden ...) by cross-entropy on the moves of fresh
+SmartBot games (the network's Q-values read as logits over the legal moves; every game is new, so nothing
+is memorised), and at every --eval-every CPU minutes measures its greedy agreement with SmartBot's moves on
+held-out SmartBot games (the evaluation deals) and the greedy self-play score of the network alone. The
+clock is this process's CPU time with the evaluations left out: with one torch thread, core-minutes.
+Writes experiments/results/imitation/imitation_<date>_NAME.{md,png} with --record NAME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from lbs.hanabi import GameConfig, public_features
+from lbs.models import make_qnet
+from lbs.rl.config import PRESETS
+from lbs.rl.demos import agreement, record_demos
+from lbs.rl.r2d2 import players_as_rows
+from lbs.scoring import evaluate
+from lbs.seeding import Stream
+
+if __package__:
+    from .common import machine, result_path, write_result
+else:
+    from common import machine, result_path, write_result
+
+NAME = "imitation"
+SMARTBOT_2P = 22.981
+"""SmartBot's own mean score, 2 players, 100,000 games (experiments/results/bench_smartbot/)"""
+
+
+def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> torch.Tensor:
+    """Mean cross-entropy of the demonstrator's move under softmax(Q) over the legal moves, on the steps
+    where a seat moves (the waiting seats' no-op is their only legal action and carries nothing)."""
+    legal = batch["legal"]
+    b, t, p, a = legal.shape
+    priv = players_as_rows(batch["priv"].float())
+    legal_rows, act = players_as_rows(legal), players_as_rows(batch["action"]).long()
+    steps = players_as_rows(batch["mask"][..., None].expand(b, t, p))
+    moving = players_as_rows(legal[..., : a - 1].any(-1)) & steps
+    q = net(priv, public_features(game, priv), legal_rows, net.initial_state(priv.shape[0], priv.device))[0]
+    ce = F.cross_entropy(q.masked_fill(~legal_rows, -1e9).reshape(-1, a), act.reshape(-1), reduction="none")
+    m = moving.reshape(-1).float()
+    return (ce * m).sum() / m.sum().clamp_min(1)
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    cfg = PRESETS["demo"]
+    cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
+                  net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden))
+    game, dev = cfg.game, torch.device("cpu")
+    torch.manual_seed(args.seed)
+    net = make_qnet(game, cfg.net)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    held = record_demos(cfg, args.held_out, dev, stream=Stream.EVAL)
+    points, seen, updates, spent, losses = [], 0, 0, 0.0, []
+
+    def measure() -> None:
+        net.eval()
+        with torch.no_grad():
+            agree = agreement(net, held, lambda x: public_features(game, x))
+            score = evaluate(game, net.step, net.initial_state, args.score_games, args.seed, device=dev)
+        net.train()
+        loss = float(torch.stack(losses).mean()) if losses else float("nan")
+        points.append({"cpu_min": spent / 60, "updates": updates, "games": seen, "loss": loss, "agree": agree,
+                       "score": score.mean, "sem": score.sem, "bombed": score.bombed})
+        losses.clear()
+        print(f"{spent / 60:6.1f} CPU-min  {updates:6d} updates  {seen:7d} games  loss {loss:.3f}  "
+              f"agreement {agree:.3f}  {score}", flush=True)
+
+    measure()
+    next_eval = args.eval_every * 60
+    while spent < args.minutes * 60:
+        t0 = time.process_time()
+        eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
+        seen += args.chunk
+        for i in torch.randperm(args.chunk).split(args.batch_size):
+            loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            updates += 1
+            losses.append(loss.detach())
+        spent += time.process_time() - t0
+        if spent >= next_eval:
+            measure()
+            next_eval += args.eval_every * 60
+    if points[-1]["updates"] != updates:
+        measure()
+    return points
+
+
+def figure(points: list[dict], path, title: str, line: float | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [p["cpu_min"] for p in points]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.plot(x, [100 * p["agree"] for p in points], marker="o")
+    a.set(xlabel="CPU minutes", ylabel="agreement with SmartBot's moves (%)", ylim=(0, 100),
+          title="imitation")
+    b.errorbar(x, [p["score"] for p in points], yerr=[p["sem"] for p in points], marker="o", label="network")
+    if line is not None:
+        b.axhline(line, color="gray", linestyle="--", label="SmartBot")
+    b.set(xlabel="CPU minutes", ylabel="greedy score", ylim=(0, 25), title="self-play score")
+    b.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=20.0,
+                    help="CPU minutes of training (evaluations excluded)")
+    ap.add_argument("--eval-every", type=float, default=2.0, help="CPU minutes between measurements")
+    ap.add_argument("--hidden", type=int, default=0, help="network width (default: the demo preset's)")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
+    ap.add_argument("--chunk", type=int, default=256, help="fresh SmartBot games recorded at a time")
+    ap.add_argument("--held-out", type=int, default=256, help="SmartBot games the agreement is measured on")
+    ap.add_argument("--score-games", type=int, default=300, help="greedy self-play games per measurement")
+    ap.add_argument("--players", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--record", default=None, metavar="NAME",
+                    help="write experiments/results/imitation/imitation_<date>_NAME.{md,png}")
+    ap.add_argument("--out", default="runs/imitation", help="scratch folder when not recording")
+    args = ap.parse_args()
+    for flag, v, low in (("--minutes", args.minutes, 0), ("--eval-every", args.eval_every, 0)):
+        if not v > low:
+            sys.exit(f"imitation: {flag} {v}: must be > {low}")
+    for flag, v in (("--batch-size", args.batch_size), ("--chunk", args.chunk), ("--held-out", args.held_out),
+                    ("--score-games", args.score_games)):
+        if v < 1:
+            sys.exit(f"imitation: {flag} {v}: must be >= 1")
+    if args.hidden < 0 or args.lr <= 0 or not 2 <= args.players <= 5:
+        sys.exit("imitation: --hidden must be >= 0, --lr > 0 and --players 2..5")
+    out = result_path(NAME, args.record, args.out)  # refused now, not after the training
+    torch.set_num_threads(args.threads)
+    points = run(args)
+    rows = "\n".join(
+        f"| {p['cpu_min']:.1f} | {p['updates']} | {p['games']} | {p['loss']:.3f} | {100 * p['agree']:.1f} | "
+        f"{p['score']:.3f} ± {p['sem']:.3f} | {100 * p['bombed']:.1f} |" for p in points)
+    png = out.with_suffix(".png")
+    line = SMARTBOT_2P if args.players == 2 else None
+    figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line)
+    text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
+
+- machine: {machine()}
+- command: `python {" ".join(sys.argv)}`
+- network: the demo blueprint preset's public-LSTM network{f", hidden {args.hidden}" if args.hidden else ""};
+  cross-entropy of SmartBot's move (Q as logits over the legal moves), Adam lr {args.lr}, {args.batch_size}
+  games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games (evaluation deals),
+  score: greedy self-play of the network alone on {args.score_games} evaluation deals.
+- line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
+- figure: {png.name}
+
+| CPU minutes | updates | games seen | train loss (nats) | agreement % | score ± s.e.m. | bomb-out % |
+|---|---|---|---|---|---|---|
+{rows}
+"""
+    write_result(text, NAME, args.record, args.out, out)
+
+
+if __name__ == "__main__":
+    main()
