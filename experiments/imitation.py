@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -55,7 +56,8 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> tor
     return (ce * m).sum() / m.sum().clamp_min(1)
 
 
-def run(args: argparse.Namespace) -> list[dict]:
+def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
+    """The measurements, and whether a stop (Ctrl-C, SIGTERM) ended the training before --minutes."""
     cfg = PRESETS["demo"]
     cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
                   net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden))
@@ -80,25 +82,30 @@ def run(args: argparse.Namespace) -> list[dict]:
               f"agreement {agree:.3f}  {score}", flush=True)
 
     measure()
-    next_eval = args.eval_every * 60
-    while spent < args.minutes * 60:
-        t0 = time.process_time()
-        eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
-        seen += args.chunk
-        for i in torch.randperm(args.chunk).split(args.batch_size):
-            loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            updates += 1
-            losses.append(loss.detach())
-        spent += time.process_time() - t0
-        if spent >= next_eval:
-            measure()
-            next_eval += args.eval_every * 60
-    if points[-1]["updates"] != updates:
+    next_eval, stopped = args.eval_every * 60, False
+    try:
+        while spent < args.minutes * 60:
+            t0 = time.process_time()
+            eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
+            seen += args.chunk
+            for i in torch.randperm(args.chunk).split(args.batch_size):
+                loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                updates += 1
+                losses.append(loss.detach())
+            spent += time.process_time() - t0
+            if spent >= next_eval:
+                measure()
+                next_eval += args.eval_every * 60
+    except KeyboardInterrupt:
+        stopped = True
+        print(f"imitation: stopped after {spent / 60:.1f} CPU minutes; writing the {len(points)} "
+              "measurements so far", file=sys.stderr)
+    if not stopped and points[-1]["updates"] != updates:
         measure()
-    return points
+    return points, stopped
 
 
 def figure(points: list[dict], path, title: str, line: float | None) -> None:
@@ -152,11 +159,13 @@ def main() -> None:
         sys.exit("imitation: --hidden must be >= 0, --lr > 0 and --players 2..5")
     out = result_path(NAME, args.record, args.out)  # refused now, not after the training
     torch.set_num_threads(args.threads)
-    points = run(args)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a plain kill stops like Ctrl-C: results kept
+    points, stopped = run(args)
     rows = "\n".join(
         f"| {p['cpu_min']:.1f} | {p['updates']} | {p['games']} | {p['loss']:.3f} | {100 * p['agree']:.1f} | "
         f"{p['score']:.3f} ± {p['sem']:.3f} | {100 * p['bombed']:.1f} |" for p in points)
     png = out.with_suffix(".png")
+    early = f"; stopped early, after {points[-1]['cpu_min']:.1f} of {args.minutes} CPU minutes" * stopped
     line = SMARTBOT_2P if args.players == 2 else None
     figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line)
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
@@ -168,7 +177,7 @@ def main() -> None:
   games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games (evaluation deals),
   score: greedy self-play of the network alone on {args.score_games} evaluation deals.
 - line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
-- figure: {png.name}
+- figure: {png.name}{early}
 
 | CPU minutes | updates | games seen | train loss (nats) | agreement % | score ± s.e.m. | bomb-out % |
 |---|---|---|---|---|---|---|
