@@ -1,7 +1,7 @@
 """Two Table 1 results on the same deals, mode by mode: the second's score minus the first's, paired per deal.
 
-    python experiments/compare_tables.py experiments/results/table1/table1_2026-11-25_smartbot_10k_ref.json \
-        experiments/results/table1/table1_2026-11-25_smartbot_10k_ref_keep.json \
+    python experiments/compare_tables.py experiments/results/table1/table1_2026-11-26_smartbot_10k_ref.json \
+        experiments/results/table1/table1_2026-11-26_smartbot_10k_ref_keep.json \
         --record smartbot_10k_keep_vs_hle
 
 Table 1 pairs each mode with the blueprint on the same deal; this pairs a mode with itself under two settings
