@@ -33,12 +33,12 @@ from lbs.seeding import Stream
 
 if __package__:
     from .common import machine, result_path, write_result
+    from .compare_curves import SMARTBOT_2P
 else:
     from common import machine, result_path, write_result
+    from compare_curves import SMARTBOT_2P
 
 NAME = "imitation"
-SMARTBOT_2P = 22.981
-"""SmartBot's own mean score, 2 players, 100,000 games (experiments/results/bench_smartbot/)"""
 
 
 def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> torch.Tensor:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
     return points, stopped
 
 
-def figure(points: list[dict], path, title: str, line: float | None) -> None:
+def figure(points: list[dict], path, title: str, line: float | None, top: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,7 +122,7 @@ def figure(points: list[dict], path, title: str, line: float | None) -> None:
     b.errorbar(x, [p["score"] for p in points], yerr=[p["sem"] for p in points], marker="o", label="network")
     if line is not None:
         b.axhline(line, color="gray", linestyle="--", label="SmartBot")
-    b.set(xlabel="CPU minutes", ylabel="greedy score", ylim=(0, 25), title="self-play score")
+    b.set(xlabel="CPU minutes", ylabel="greedy score", ylim=(0, top), title="self-play score")
     b.legend()
     fig.suptitle(title)
     fig.tight_layout()
@@ -155,8 +155,12 @@ def main() -> None:
                     ("--score-games", args.score_games)):
         if v < 1:
             sys.exit(f"imitation: {flag} {v}: must be >= 1")
-    if args.hidden < 0 or args.lr <= 0 or not 2 <= args.players <= 5:
-        sys.exit("imitation: --hidden must be >= 0, --lr > 0 and --players 2..5")
+    if args.hidden < 0 or args.lr <= 0:
+        sys.exit("imitation: --hidden must be >= 0 and --lr > 0")
+    try:
+        top = GameConfig(players=args.players).max_score
+    except ValueError as e:
+        sys.exit(f"imitation: --players {args.players}: {e}")
     out = result_path(NAME, args.record, args.out)  # refused now, not after the training
     torch.set_num_threads(args.threads)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a plain kill stops like Ctrl-C: results kept
@@ -167,7 +171,7 @@ def main() -> None:
     png = out.with_suffix(".png")
     early = f"; stopped early, after {points[-1]['cpu_min']:.1f} of {args.minutes} CPU minutes" * stopped
     line = SMARTBOT_2P if args.players == 2 else None
-    figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line)
+    figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line, top)
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
 
 - machine: {machine()}
