@@ -8,7 +8,10 @@ SmartBot games (the network's Q-values read as logits over the legal moves; ever
 is memorised), and at every --eval-every CPU minutes measures its greedy agreement with SmartBot's moves on
 held-out SmartBot games (the evaluation deals) and the greedy self-play score of the network alone. The
 clock is this process's CPU time with the evaluations left out: with one torch thread, core-minutes.
-Writes experiments/results/imitation/imitation_<date>_NAME.{md,png} with --record NAME.
+Writes experiments/results/imitation/imitation_<date>_NAME.{md,png} with --record NAME. With --save PATH
+the network is written (atomically, at every measurement and at the end) as a blueprint checkpoint that
+every entry point loads (`search/run.py --blueprint PATH`, `train/score.py PATH`), carrying the optimizer and
+the curve so far; `--resume PATH` continues that run, its curve included, for --minutes more.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from lbs import ckpt
+from lbs.configs import to_dict
 from lbs.hanabi import GameConfig, public_features
 from lbs.models import make_qnet
+from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.config import PRESETS
 from lbs.rl.demos import agreement, record_demos
 from lbs.rl.r2d2 import players_as_rows
@@ -39,6 +46,8 @@ else:
     from compare_curves import SMARTBOT_2P
 
 NAME = "imitation"
+KEPT = ("hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed")
+"""The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 
 
 def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> torch.Tensor:
@@ -56,8 +65,9 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> tor
     return (ce * m).sum() / m.sum().clamp_min(1)
 
 
-def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
-    """The measurements, and whether a stop (Ctrl-C, SIGTERM) ended the training before --minutes."""
+def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict], bool]:
+    """The measurements, and whether a stop (Ctrl-C, SIGTERM) ended the training before --minutes; `blob`,
+    a checkpoint written by --save, to continue from."""
     cfg = PRESETS["demo"]
     cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
                   net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden))
@@ -67,6 +77,21 @@ def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     held = record_demos(cfg, args.held_out, dev, stream=Stream.EVAL)
     points, seen, updates, spent, losses = [], 0, 0, 0.0, []
+    if blob is not None:
+        net.load_state_dict(blob["model"])
+        opt.load_state_dict(blob["optimizer"])
+        torch.set_rng_state(blob["rng"])
+        points, (seen, updates, spent) = list(blob["points"]), (blob["progress"][k] for k in
+                                                               ("games", "updates", "cpu_seconds"))
+    end = spent + args.minutes * 60
+
+    def save() -> None:
+        if args.save:
+            ckpt.save(args.save, BLUEPRINT_KIND, {
+                "config": to_dict(cfg), "game": game.to_dict(), "model": net.state_dict(),
+                "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "points": points,
+                "settings": {k: getattr(args, k) for k in KEPT},
+                "progress": {"games": seen, "updates": updates, "cpu_seconds": spent}})
 
     def measure() -> None:
         net.eval()
@@ -80,11 +105,13 @@ def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
         losses.clear()
         print(f"{spent / 60:6.1f} CPU-min  {updates:6d} updates  {seen:7d} games  loss {loss:.3f}  "
               f"agreement {agree:.3f}  {score}", flush=True)
+        save()
 
-    measure()
-    next_eval, stopped = args.eval_every * 60, False
+    if blob is None:
+        measure()
+    next_eval, stopped = spent + args.eval_every * 60, False
     try:
-        while spent < args.minutes * 60:
+        while spent < end:
             t0 = time.process_time()
             eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
             seen += args.chunk
@@ -101,8 +128,9 @@ def run(args: argparse.Namespace) -> tuple[list[dict], bool]:
                 next_eval += args.eval_every * 60
     except KeyboardInterrupt:
         stopped = True
+        saved = f" and the network as of the last one ({args.save})" if args.save else ""
         print(f"imitation: stopped after {spent / 60:.1f} CPU minutes; writing the {len(points)} "
-              "measurements so far", file=sys.stderr)
+              f"measurements so far{saved}", file=sys.stderr)
     if not stopped and points[-1]["updates"] != updates:
         measure()
     return points, stopped
@@ -147,7 +175,26 @@ def main() -> None:
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/imitation/imitation_<date>_NAME.{md,png}")
     ap.add_argument("--out", default="runs/imitation", help="scratch folder when not recording")
+    ap.add_argument("--save", default=None, metavar="PATH",
+                    help="write the network (a blueprint checkpoint, with the optimizer and the curve) to "
+                         "PATH at every measurement; an existing file only when it is the --resume one")
+    ap.add_argument("--resume", default=None, metavar="PATH",
+                    help="continue the run saved at PATH (its network, learning and measurement settings) "
+                         "for --minutes more CPU minutes")
     args = ap.parse_args()
+    blob = None
+    if args.resume:
+        try:
+            blob = ckpt.load(args.resume, BLUEPRINT_KIND, map_location="cpu")
+            vars(args).update(blob["settings"])
+            blob["progress"]["cpu_seconds"]
+        except (ckpt.CheckpointError, OSError) as e:
+            sys.exit(f"imitation: --resume {args.resume}: {e}")
+        except (KeyError, TypeError):
+            sys.exit(f"imitation: --resume {args.resume}: a blueprint, but not one saved by imitation --save")
+    if args.save and Path(args.save).exists() and (
+            not args.resume or Path(args.save).resolve() != Path(args.resume).resolve()):
+        sys.exit(f"imitation: --save {args.save} exists; choose another path (or --resume it)")
     for flag, v, low in (("--minutes", args.minutes, 0), ("--eval-every", args.eval_every, 0)):
         if not v > low:
             sys.exit(f"imitation: {flag} {v}: must be > {low}")
@@ -164,12 +211,16 @@ def main() -> None:
     out = result_path(NAME, args.record, args.out)  # refused now, not after the training
     torch.set_num_threads(args.threads)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a plain kill stops like Ctrl-C: results kept
-    points, stopped = run(args)
+    points, stopped = run(args, blob)
     rows = "\n".join(
         f"| {p['cpu_min']:.1f} | {p['updates']} | {p['games']} | {p['loss']:.3f} | {100 * p['agree']:.1f} | "
         f"{p['score']:.3f} ± {p['sem']:.3f} | {100 * p['bombed']:.1f} |" for p in points)
     png = out.with_suffix(".png")
-    early = f"; stopped early, after {points[-1]['cpu_min']:.1f} of {args.minutes} CPU minutes" * stopped
+    first = blob["progress"]["cpu_seconds"] / 60 if blob else 0.0
+    done = points[-1]["cpu_min"] - first
+    early = f"; stopped early, after {done:.1f} of {args.minutes} CPU minutes" * stopped
+    resumed = f"\n- resumed from {args.resume} at {first:.1f} CPU minutes (the rows before: that run's)"
+    resumed *= blob is not None
     line = SMARTBOT_2P if args.players == 2 else None
     figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line, top)
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
@@ -181,7 +232,7 @@ def main() -> None:
   games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games (evaluation deals),
   score: greedy self-play of the network alone on {args.score_games} evaluation deals.
 - line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
-- figure: {png.name}{early}
+- figure: {png.name}{early}{resumed}
 
 | CPU minutes | updates | games seen | train loss (nats) | agreement % | score ± s.e.m. | bomb-out % |
 |---|---|---|---|---|---|---|

@@ -156,3 +156,31 @@ def test_supervised_imitation_learns_smartbots_moves():
     after = agreement(net, held, public)
     assert after > before + 0.25, (before, after)
     assert sum(losses[-8:]) < 0.8 * sum(losses[:8]), losses
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
+    """experiments/imitation.py --save writes a blueprint every entry point loads, carrying the curve and
+    counters; --resume continues them (the curve keeps its rows, the counters go on from the file's)."""
+    from argparse import Namespace
+
+    from experiments.imitation import run
+    from lbs import ckpt
+    from lbs.models import load_blueprint
+
+    path = tmp_path / "imit.pt"
+    args = Namespace(minutes=0.002, eval_every=0.001, hidden=16, lr=1e-3, batch_size=4, chunk=4, held_out=4,
+                     score_games=2, players=2, seed=0, save=str(path))
+    first, stopped = run(args)
+    assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
+    game, net = load_blueprint(path)
+    assert game.players == 2 and net.lstm.hidden_size == 16
+    def rows(points):  # the first row's loss is nan (no update yet), which equals nothing
+        return [{k: v for k, v in p.items() if k != "loss"} for p in points]
+
+    blob = ckpt.load(path, "blueprint")
+    assert rows(blob["points"]) == rows(first) and blob["progress"]["updates"] == first[-1]["updates"]
+    more, _ = run(args, blob)
+    assert rows(more[: len(first)]) == rows(first) and len(more) > len(first)
+    assert more[-1]["updates"] > first[-1]["updates"] and more[-1]["games"] > first[-1]["games"]
+    assert rows(ckpt.load(path, "blueprint")["points"]) == rows(more)
