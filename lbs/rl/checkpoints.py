@@ -3,7 +3,7 @@
 A checkpoint (kind "blueprint") holds the config, the game, the learner's weights, target and Adam state,
 the replay's counters (never its episodes), the run's counters, best evaluation, history and W&B id;
 `lbs.models.load_blueprint` rebuilds the network from it alone. Only rank 0 writes: every rank holds the
-same weights.
+same weights. A new run may start from another blueprint's weights (TrainConfig.init, read_init).
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from .. import ckpt
 from ..configs import from_dict, to_dict
+from ..hanabi.config import GameConfig
 from ..models.io import BLUEPRINT_KIND as KIND
+from ..models.qnet import NetConfig
 from ..runs import Lifecycle
 from .config import TrainConfig
 from .learner import Learner
@@ -43,6 +47,23 @@ def read_resume(life: Lifecycle, path: str | Path, cfg: TrainConfig) -> dict:
     blob = life.training_state(path, needs=("optimizer",))
     life.refuse_changes(path, from_dict(TrainConfig, blob["config"]), cfg, ("game", "net"))
     return blob
+
+
+def read_init(path: str | Path, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+    """The network weights a new run starts from (TrainConfig.init), read to the CPU and checked before any
+    other process starts: a file of another game or network is refused in one line."""
+    blob = ckpt.load(path, KIND, map_location="cpu")
+    try:
+        stored = {"game": GameConfig.from_dict(blob["config"]["game"]),
+                  "net": from_dict(NetConfig, blob["config"]["net"])}
+        weights = blob["model"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ckpt.CheckpointError(f"init {path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
+    for name, theirs in stored.items():
+        if theirs != getattr(cfg, name):
+            raise ckpt.CheckpointError(f"init {path}: a blueprint of {name} {theirs}; this run's {name} is "
+                                       f"{getattr(cfg, name)} (--{name}.* must match the file's)")
+    return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
 
 
 class RunIO:

@@ -69,6 +69,10 @@ class TrainConfig:
     """DQfD's large margin: the demonstrator's move must beat every other legal move's Q by this much"""
     margin_weight: float = 1.0
     """weight of the large-margin loss beside the TD loss"""
+    init: str = ""
+    """a blueprint checkpoint whose network weights a new run starts from (online and target networks; e.g.
+    experiments/imitation.py --save, a supervised warm start on fresh SmartBot games); its game and network
+    must be this run's. A resume continues from its own weights. "": random weights"""
     total_updates: int = 1_000_000
     """learner updates of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0

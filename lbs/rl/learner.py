@@ -101,6 +101,11 @@ class Learner:
         return {"model": self.module.state_dict(), "target": self.target.state_dict(),
                 "optimizer": self.opt.state_dict()}
 
+    def start_from(self, weights: dict[str, torch.Tensor]) -> None:
+        """A new run's first weights (TrainConfig.init): the online and the target network both."""
+        self.module.load_state_dict(weights)
+        self.target.load_state_dict(weights)
+
     def load_state_dict(self, state: dict) -> None:
         """Weights, target and Adam state of a resumed run; this config's lr and eps take effect (the
         restored optimizer state would silently keep the old values)."""

@@ -29,7 +29,7 @@ from ..models.io import BLUEPRINT_KIND, resolve_device
 from ..runs import Lifecycle, Stopped, StopSignals, say, signal_name, stop_reason
 from ..scoring import EvalResult, evaluate
 from ..seeding import Stream, rank_seed
-from .checkpoints import RunIO, RunRecord, read_resume
+from .checkpoints import RunIO, RunRecord, read_init, read_resume
 from .config import PRESETS, TrainConfig, apply_preset, replay_spec
 from .demos import demo_replay, demo_sequences
 from .learner import Learner
@@ -51,9 +51,12 @@ class Trainer:
         self.cpu_start = time.process_time()  # a run's CPU seconds count from here (demo recording included)
         self.out = Path(cfg.out_dir)
         self.life = Lifecycle(BLUEPRINT_KIND, self.out, "update")
+        init = read_init(cfg.init, cfg) if cfg.init and not resume else None  # refused before a folder is made
         self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         blob = read_resume(self.life, resume, cfg) if resume else None  # refused before any other process
         self.learner = Learner(cfg, resolve_device(cfg.device))
+        if init is not None:
+            self.learner.start_from(init)
         self.device, self.rank, self.is_main = self.learner.device, self.learner.rank, self.learner.is_main
         self.replay = PrioritizedReplay(
             cfg.replay_capacity,

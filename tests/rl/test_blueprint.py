@@ -55,6 +55,26 @@ def test_resume_continues_the_same_run(tmp_path):
     assert game == cfg.game and not net.training
 
 
+def test_a_new_run_starts_from_another_blueprints_weights(tmp_path):
+    """TrainConfig.init: the online and target networks start as the file's, the actors play them, the file
+    is recorded in the run's config; a file of another network is refused in one line before any work."""
+    a = Trainer(micro_config(tmp_path / "a"), progress=False)
+    a.run()
+    src = Path(a.cfg.out_dir) / "latest.pt"
+    b = Trainer(micro_config(tmp_path / "b", init=str(src)), progress=False)
+    theirs = a.learner.module.state_dict()
+    for net in (b.learner.module, b.learner.target):
+        assert all(torch.equal(v, theirs[k]) for k, v in net.state_dict().items())
+    assert not any(torch.equal(v, Trainer(micro_config(tmp_path / "c"), progress=False)
+                                  .learner.module.state_dict()[k]) for k, v in theirs.items() if v.dim() > 1)
+    b.run()
+    assert ckpt.load(Path(b.cfg.out_dir) / "latest.pt", "blueprint")["config"]["init"] == str(src)
+    wide = replace(micro_config(tmp_path / "d", init=str(src)), net=NetConfig(hidden=32, lstm_layers=1,
+                                                                               mlp_layers=1))
+    with pytest.raises(ckpt.CheckpointError, match=r"init .*latest\.pt: a blueprint of net .*hidden=16"):
+        Trainer(wide, progress=False)
+
+
 def test_bad_checkpoints_fail_clearly(tmp_path):
     cfg = micro_config(tmp_path)
     t = Trainer(cfg, progress=False)
