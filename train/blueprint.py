@@ -5,6 +5,7 @@ python train/blueprint.py --preset paper --device auto   # the reference setting
 python train/blueprint.py --resume runs/blueprint/tiny-20261122-120000/latest.pt
 python train/blueprint.py --preset tiny --net.hidden 128 --game.colors 3 --total_updates 5000
 python train/blueprint.py --preset paper --device cuda --devices 4   # data-parallel over 4 GPUs (DDP)
+python train/blueprint.py --preset demo --init runs/imitation.pt    # start from another blueprint's weights
 
 Every run gets its own folder (runs/blueprint/<preset>-<date>-<time>, printed at start) unless
 --out_dir names one; a folder that holds a run is never written into unless --resume continues it
