@@ -49,21 +49,24 @@ def read_resume(life: Lifecycle, path: str | Path, cfg: TrainConfig) -> dict:
     return blob
 
 
-def read_init(path: str | Path, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-    """The network weights a new run starts from (TrainConfig.init), read to the CPU and checked before any
-    other process starts: a file of another game or network is refused in one line."""
+def read_init(path: str | Path, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], float]:
+    """The network weights a new run starts from (TrainConfig.init) and the CPU seconds that made them (an
+    imitation run's or a blueprint run's clock; 0 for a file that keeps none), read to the CPU and checked
+    before any other process starts: a file of another game or network is refused in one line."""
     blob = ckpt.load(path, KIND, map_location="cpu")
     try:
         stored = {"game": GameConfig.from_dict(blob["config"]["game"]),
                   "net": from_dict(NetConfig, blob["config"]["net"])}
         weights = blob["model"]
-    except (KeyError, TypeError, ValueError) as e:
+        history = blob.get("history") or [{}]
+        cpu = float(blob.get("progress", {}).get("cpu_seconds", history[-1].get("cpu_seconds", 0.0)))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ckpt.CheckpointError(f"init {path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
     for name, theirs in stored.items():
         if theirs != getattr(cfg, name):
             raise ckpt.CheckpointError(f"init {path}: a blueprint of {name} {theirs}; this run's {name} is "
                                        f"{getattr(cfg, name)} (--{name}.* must match the file's)")
-    return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
+    return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, cpu
 
 
 class RunIO:

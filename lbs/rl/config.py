@@ -72,7 +72,8 @@ class TrainConfig:
     init: str = ""
     """a blueprint checkpoint whose network weights a new run starts from (online and target networks; e.g.
     experiments/imitation.py --save, a supervised warm start on fresh SmartBot games); its game and network
-    must be this run's. A resume continues from its own weights. "": random weights"""
+    must be this run's; the run's CPU clock (cpu_seconds) goes on from the file's, so curves compare at equal
+    CPU time. A resume continues from its own weights. "": random weights"""
     total_updates: int = 1_000_000
     """learner updates of the whole run (a resumed run counts from its checkpoint)"""
     max_minutes: float = 0.0

@@ -51,7 +51,8 @@ class Trainer:
         self.cpu_start = time.process_time()  # a run's CPU seconds count from here (demo recording included)
         self.out = Path(cfg.out_dir)
         self.life = Lifecycle(BLUEPRINT_KIND, self.out, "update")
-        init = read_init(cfg.init, cfg) if cfg.init and not resume else None  # refused before a folder is made
+        # a new run's starting weights, refused before a folder is made
+        init, init_cpu = read_init(cfg.init, cfg) if cfg.init and not resume else (None, 0.0)
         self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         blob = read_resume(self.life, resume, cfg) if resume else None  # refused before any other process
         self.learner = Learner(cfg, resolve_device(cfg.device))
@@ -77,7 +78,8 @@ class Trainer:
             self.demos = demo_replay(cfg, self.device, rank_seed(cfg.seed, self.rank) + DEMO_SAMPLING,
                                      self.learner.priorities)
             self.demos.num_sampled = demo_sequences(cfg, self.learner.updates)  # a resume draws on
-        self.cpu_base = self.record.history[-1].get("cpu_seconds", 0.0) if self.record.history else 0.0
+        history = self.record.history  # the CPU clock goes on from a resumed run's, or from the init file's
+        self.cpu_base = history[-1].get("cpu_seconds", 0.0) if history else init_cpu
         self.selfplay.sync(self.learner.module.state_dict())
         self.eval_graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # the learner's net
 

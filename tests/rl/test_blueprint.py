@@ -68,7 +68,9 @@ def test_a_new_run_starts_from_another_blueprints_weights(tmp_path):
     assert not any(torch.equal(v, Trainer(micro_config(tmp_path / "c"), progress=False)
                                   .learner.module.state_dict()[k]) for k, v in theirs.items() if v.dim() > 1)
     b.run()
-    assert ckpt.load(Path(b.cfg.out_dir) / "latest.pt", "blueprint")["config"]["init"] == str(src)
+    done = ckpt.load(Path(b.cfg.out_dir) / "latest.pt", "blueprint")
+    assert done["config"]["init"] == str(src)
+    assert done["history"][0]["cpu_seconds"] > a.record.history[-1]["cpu_seconds"]  # its clock goes on
     wide = replace(micro_config(tmp_path / "d", init=str(src)), net=NetConfig(hidden=32, lstm_layers=1,
                                                                                mlp_layers=1))
     with pytest.raises(ckpt.CheckpointError, match=r"init .*latest\.pt: a blueprint of net .*hidden=16"):
