@@ -4,10 +4,12 @@ SmartBot's score as the line to reach, as PNG + markdown.
     python experiments/compare_curves.py dqfd=runs/demo_cmp/dqfd plain=runs/demo_cmp/plain \
         warm=runs/demo_cmp/warm --name demo_2p --notes "commands ..."
 
-Each run is NAME=FOLDER (its latest.pt) or NAME=CHECKPOINT. The left panel's x axis is the training process's
-CPU time (`cpu_seconds` of each evaluation: every thread of the process, demonstration recording included,
-counted on from the last evaluation of a resumed run), the fair clock on a shared machine; the right
-panel's is the run's wall time (resumed parts included, start-up not). Writes
+Each run is NAME=FOLDER (its latest.pt) or NAME=CHECKPOINT: a blueprint run's, or a network saved by
+`experiments/imitation.py --save` (its measurements drawn the same way; it keeps no wall clock). The left
+panel's x axis is the training process's CPU time (`cpu_seconds` of each evaluation: every thread of the
+process, demonstration recording included, counted on from the last evaluation of a resumed run and from
+the init file's clock for a run started from one), the fair clock on a shared machine; the right panel's
+is the run's wall time (resumed parts included, start-up not). Writes
 experiments/results/compare_curves/compare_curves_<date>_<name>.{md,png}.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
+import math
 import sys
 from pathlib import Path
 
@@ -52,6 +55,27 @@ def load_run(spec: str) -> tuple[str, Path, dict]:
     return name, path, blob
 
 
+def minutes(seconds: float) -> str:
+    return "—" if math.isnan(seconds) else f"{seconds / 60:.1f}"
+
+
+def curve(blob: dict) -> tuple[list[dict], str]:
+    """A run's evaluations as the trainer's history rows (updates, cpu_seconds, wall_seconds, mean, sem,
+    bombed), and what its training saw; an imitation run's measurements read the same way."""
+    if "points" in blob and "history" not in blob:  # experiments/imitation.py --save
+        rows = [{"updates": p["updates"], "cpu_seconds": 60 * p["cpu_min"], "wall_seconds": float("nan"),
+                 "mean": p["score"], "sem": p["sem"], "bombed": p["bombed"]} for p in blob["points"]]
+        prog = blob["progress"]
+        return rows, (f"supervised imitation of SmartBot (experiments/imitation.py); {prog['updates']} "
+                      f"updates, {prog['games']} SmartBot games, {prog['cpu_seconds'] / 60:.1f} CPU minutes "
+                      "in all")
+    c = blob["counters"]
+    cfg = blob["config"]
+    fields = ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS if k in cfg)
+    return blob["history"], (f"{fields}; {c['updates']} updates, {c['episodes']} self-play episodes, "
+                             f"{c['wall_seconds'] / 60:.1f} wall minutes in all")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="NAME=FOLDER or NAME=CHECKPOINT")
@@ -64,24 +88,22 @@ def main() -> None:
     fig, (ax, ax_wall) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     sections = []
     for name, path, blob in runs:
-        hist = blob["history"]
+        hist, about = curve(blob)
         if hist:
             cpu = [h.get("cpu_seconds", h["wall_seconds"]) / 60 for h in hist]
             means, sems = [h["mean"] for h in hist], [h["sem"] for h in hist]
-            ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
+            line = ax.errorbar(cpu, means, yerr=sems, marker="o", ms=3, label=name)
             wall = [h["wall_seconds"] / 60 for h in hist]
-            ax_wall.errorbar(wall, means, yerr=sems, marker="o", ms=3, label=name)
-        cfg = blob["config"]
-        fields = ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS if k in cfg)
+            if not any(math.isnan(w) for w in wall):
+                ax_wall.errorbar(wall, means, yerr=sems, marker="o", ms=3, label=name,
+                                 color=line[0].get_color())
         rows = "\n".join(
             f"| {h['updates']} | {h.get('cpu_seconds', float('nan')) / 60:.1f} | "
-            f"{h['wall_seconds'] / 60:.1f} | {h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} |"
+            f"{minutes(h['wall_seconds'])} | {h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} |"
             for h in hist
         ) or "| - | - | - | no evaluation yet | - |"  # a run stopped before its first: listed, not drawn
-        c = blob["counters"]
         sections.append(
-            f"### {name}\n\n`{path}`: {fields}; {c['updates']} updates, {c['episodes']} self-play episodes, "
-            f"{c['wall_seconds'] / 60:.1f} wall minutes in all.\n\n"
+            f"### {name}\n\n`{path}`: {about}.\n\n"
             "| updates | CPU minutes | wall minutes | score ± s.e.m. | bomb-out % |\n"
             f"|---|---|---|---|---|\n{rows}\n"
         )

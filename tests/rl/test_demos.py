@@ -184,3 +184,9 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
     assert rows(more[: len(first)]) == rows(first) and len(more) > len(first)
     assert more[-1]["updates"] > first[-1]["updates"] and more[-1]["games"] > first[-1]["games"]
     assert rows(ckpt.load(path, "blueprint")["points"]) == rows(more)
+    from experiments.compare_curves import curve  # the saved curve draws beside blueprint runs'
+
+    drawn, about = curve(ckpt.load(path, "blueprint"))
+    assert [h["updates"] for h in drawn] == [p["updates"] for p in more]
+    assert [h["cpu_seconds"] for h in drawn] == pytest.approx([60 * p["cpu_min"] for p in more])
+    assert [h["mean"] for h in drawn] == [p["score"] for p in more] and "imitation" in about
