@@ -17,6 +17,7 @@ the curve so far; `--resume PATH` continues that run, its curve included, for --
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import signal
 import sys
@@ -34,7 +35,16 @@ from lbs.models import make_qnet
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.config import PRESETS
 from lbs.rl.demos import agreement, record_demos
-from lbs.rl.r2d2 import players_as_rows
+from lbs.rl.r2d2 import (
+    double_q_bootstrap,
+    gather_actions,
+    masked_huber_loss,
+    n_step_targets,
+    players_as_rows,
+    rows_as_players,
+    td_errors,
+    vdn_sum,
+)
 from lbs.scoring import evaluate
 from lbs.seeding import Stream
 
@@ -46,23 +56,36 @@ else:
     from compare_curves import SMARTBOT_2P
 
 NAME = "imitation"
-KEPT = ("hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed")
+KEPT = ("hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed", "td_weight")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 
 
-def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig) -> torch.Tensor:
+def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target=None, td_weight: float = 0.0,
+                   gamma: float = 0.999, n: int = 3) -> torch.Tensor:
     """Mean cross-entropy of the demonstrator's move under softmax(Q) over the legal moves, on the steps
-    where a seat moves (the waiting seats' no-op is their only legal action and carries nothing)."""
+    where a seat moves (the waiting seats' no-op is their only legal action and carries nothing). With a
+    target network and td_weight > 0, plus td_weight times the learner's n-step double-Q TD loss (VDN sum,
+    no-ops included) on the same games, so that Q also predicts the return (values, not only logits)."""
     legal = batch["legal"]
     b, t, p, a = legal.shape
     priv = players_as_rows(batch["priv"].float())
     legal_rows, act = players_as_rows(legal), players_as_rows(batch["action"]).long()
     steps = players_as_rows(batch["mask"][..., None].expand(b, t, p))
     moving = players_as_rows(legal[..., : a - 1].any(-1)) & steps
-    q = net(priv, public_features(game, priv), legal_rows, net.initial_state(priv.shape[0], priv.device))[0]
+    publ = public_features(game, priv)
+    q = net(priv, publ, legal_rows, net.initial_state(priv.shape[0], priv.device))[0]
     ce = F.cross_entropy(q.masked_fill(~legal_rows, -1e9).reshape(-1, a), act.reshape(-1), reduction="none")
     m = moving.reshape(-1).float()
-    return (ce * m).sum() / m.sum().clamp_min(1)
+    loss = (ce * m).sum() / m.sum().clamp_min(1)
+    if target is None or td_weight == 0:
+        return loss
+    with torch.no_grad():
+        target_q = rows_as_players(target(priv, publ, legal_rows, target.initial_state(priv.shape[0]))[0], b)
+    online_q, mask = rows_as_players(q, b), batch["mask"]
+    q_taken = vdn_sum(gather_actions(online_q, batch["action"].long()))
+    bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)
+    td = td_errors(q_taken, n_step_targets(batch["reward"].float(), mask, bootstrap, gamma, n), mask)
+    return loss + td_weight * masked_huber_loss(td, mask, torch.ones(b))
 
 
 def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict], bool]:
@@ -74,11 +97,14 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     game, dev = cfg.game, torch.device("cpu")
     torch.manual_seed(args.seed)
     net = make_qnet(game, cfg.net)
+    target = copy.deepcopy(net).requires_grad_(False) if args.td_weight else None
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     held = record_demos(cfg, args.held_out, dev, stream=Stream.EVAL)
     points, seen, updates, spent, losses = [], 0, 0, 0.0, []
     if blob is not None:
         net.load_state_dict(blob["model"])
+        if target is not None:
+            target.load_state_dict(blob.get("target", blob["model"]))
         opt.load_state_dict(blob["optimizer"])
         torch.set_rng_state(blob["rng"])
         points, (seen, updates, spent) = list(blob["points"]), (blob["progress"][k] for k in
@@ -89,6 +115,7 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
         if args.save:
             ckpt.save(args.save, BLUEPRINT_KIND, {
                 "config": to_dict(cfg), "game": game.to_dict(), "model": net.state_dict(),
+                **({"target": target.state_dict()} if target is not None else {}),
                 "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "points": points,
                 "settings": {k: getattr(args, k) for k in KEPT},
                 "progress": {"games": seen, "updates": updates, "cpu_seconds": spent}})
@@ -116,11 +143,16 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
             eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
             seen += args.chunk
             for i in torch.randperm(args.chunk).split(args.batch_size):
-                loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game)
+                loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game, target, args.td_weight,
+                                      cfg.gamma, cfg.n_step)
                 opt.zero_grad()
                 loss.backward()
+                if target is not None:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
                 opt.step()
                 updates += 1
+                if target is not None and updates % cfg.target_sync == 0:
+                    target.load_state_dict(net.state_dict())
                 losses.append(loss.detach())
             spent += time.process_time() - t0
             if spent >= next_eval:
@@ -166,6 +198,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=0, help="network width (default: the demo preset's)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
+    ap.add_argument("--td-weight", type=float, default=0.0,
+                    help="add this times the blueprint learner's TD loss (n-step double Q, VDN; the demo "
+                         "preset's gamma, n, target sync and clip) on the same games, so Q is also a value")
     ap.add_argument("--chunk", type=int, default=256, help="fresh SmartBot games recorded at a time")
     ap.add_argument("--held-out", type=int, default=256, help="SmartBot games the agreement is measured on")
     ap.add_argument("--score-games", type=int, default=300, help="greedy self-play games per measurement")
@@ -202,8 +237,8 @@ def main() -> None:
                     ("--score-games", args.score_games)):
         if v < 1:
             sys.exit(f"imitation: {flag} {v}: must be >= 1")
-    if args.hidden < 0 or args.lr <= 0:
-        sys.exit("imitation: --hidden must be >= 0 and --lr > 0")
+    if args.hidden < 0 or args.lr <= 0 or args.td_weight < 0:
+        sys.exit("imitation: --hidden and --td-weight must be >= 0 and --lr > 0")
     try:
         top = GameConfig(players=args.players).max_score
     except ValueError as e:
@@ -223,14 +258,15 @@ def main() -> None:
     resumed *= blob is not None
     line = SMARTBOT_2P if args.players == 2 else None
     figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line, top)
+    td = f" plus {args.td_weight} x the TD loss (n-step double Q, VDN)" if args.td_weight else ""
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
 
 - machine: {machine()}
 - command: `python {" ".join(sys.argv)}`
 - network: the demo blueprint preset's public-LSTM network{f", hidden {args.hidden}" if args.hidden else ""};
-  cross-entropy of SmartBot's move (Q as logits over the legal moves), Adam lr {args.lr}, {args.batch_size}
-  games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games (evaluation deals),
-  score: greedy self-play of the network alone on {args.score_games} evaluation deals.
+  cross-entropy of SmartBot's move (Q as logits over the legal moves){td}, Adam lr {args.lr},
+  {args.batch_size} games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games
+  (evaluation deals), score: greedy self-play of the network alone on {args.score_games} evaluation deals.
 - line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
 - figure: {png.name}{early}{resumed}
 
