@@ -152,10 +152,54 @@ def test_supervised_imitation_learns_smartbots_moves():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     after = agreement(net, held, public)
     assert after > before + 0.25, (before, after)
     assert sum(losses[-8:]) < 0.8 * sum(losses[:8]), losses
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_imitation_with_td_also_learns_the_value_of_the_start():
+    """experiments/imitation.py --td-weight: the same updates on SmartBot's games, with a small weight of TD
+    loss beside the cross-entropy, make the VDN sum of Q at a game's first step predict SmartBot's score on
+    held-out deals far better than cross-entropy alone (whose Q are logits), and copy SmartBot's moves about
+    as well (a weight of 1 halves the agreement here: the TD loss then drowns the policy's gradient)."""
+    import copy
+
+    from experiments.imitation import imitation_loss
+    from lbs.models import make_qnet
+    from lbs.rl.r2d2 import players_as_rows
+
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=16, max_len=0))
+    train = record_demos(cfg, 512, torch.device("cpu"))
+    held = record_demos(cfg, 256, torch.device("cpu"), start=1 << 20)
+    public = partial(public_features, GAME)
+
+    @torch.no_grad()
+    def start_error(net):  # mean |VDN sum of greedy Q at step 0 - the game's score|
+        priv, legal = players_as_rows(held["priv"][:, :1].float()), players_as_rows(held["legal"][:, :1])
+        q = net(priv, public(priv), legal, net.initial_state(priv.shape[0]))[0]
+        v = q.masked_fill(~legal, -1e9).max(-1).values.view(-1, GAME.players)
+        return float((v.sum(-1) - held["reward"].sum(1)).abs().mean())
+
+    nets = {}
+    for td in (0.0, 0.03):
+        torch.manual_seed(0)
+        net = make_qnet(GAME, NetConfig(hidden=32, lstm_layers=1, mlp_layers=1))
+        target = copy.deepcopy(net).requires_grad_(False)
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+        for k, i in enumerate(torch.arange(512).split(16) * 3):
+            loss = imitation_loss(net, {k: v[i] for k, v in train.items()}, GAME, target, td, 0.999, 3)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if k % 16 == 15:
+                target.load_state_dict(net.state_dict())
+        nets[td] = net
+    score = float(held["reward"].sum(1).mean())
+    errors = {td: start_error(net) for td, net in nets.items()}
+    assert errors[0.03] < 0.5 * errors[0.0] and errors[0.03] < 0.3 * score, (errors, score)
+    assert agreement(nets[0.03], held, public) > max(0.35, agreement(nets[0.0], held, public) - 0.05)
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -170,11 +214,12 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
 
     path = tmp_path / "imit.pt"
     args = Namespace(minutes=0.002, eval_every=0.001, hidden=16, lr=1e-3, batch_size=4, chunk=4, held_out=4,
-                     score_games=2, players=2, seed=0, save=str(path))
+                     score_games=2, players=2, seed=0, td_weight=0.03, save=str(path))
     first, stopped = run(args)
     assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
     game, net = load_blueprint(path)
     assert game.players == 2 and net.lstm.hidden_size == 16
+    assert set(ckpt.load(path, "blueprint")["target"]) == set(net.state_dict())  # the TD target goes on too
     def rows(points):  # the first row's loss is nan (no update yet), which equals nothing
         return [{k: v for k, v in p.items() if k != "loss"} for p in points]
 
