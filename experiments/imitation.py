@@ -259,6 +259,7 @@ def main() -> None:
     line = SMARTBOT_2P if args.players == 2 else None
     figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line, top)
     td = f" plus {args.td_weight} x the TD loss (n-step double Q, VDN)" if args.td_weight else ""
+    unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
 
 - machine: {machine()}
@@ -270,7 +271,7 @@ def main() -> None:
 - line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
 - figure: {png.name}{early}{resumed}
 
-| CPU minutes | updates | games seen | train loss (nats) | agreement % | score ± s.e.m. | bomb-out % |
+| CPU minutes | updates | games seen | train loss{unit} | agreement % | score ± s.e.m. | bomb-out % |
 |---|---|---|---|---|---|---|
 {rows}
 """
