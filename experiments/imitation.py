@@ -222,7 +222,8 @@ def main() -> None:
         try:
             blob = ckpt.load(args.resume, BLUEPRINT_KIND, map_location="cpu")
             vars(args).update(blob["settings"])
-            blob["progress"]["cpu_seconds"]
+            if not {"games", "updates", "cpu_seconds"} <= set(blob["progress"]) or "points" not in blob:
+                raise KeyError("progress")
         except (ckpt.CheckpointError, OSError) as e:
             sys.exit(f"imitation: --resume {args.resume}: {e}")
         except (KeyError, TypeError):
