@@ -72,7 +72,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Shipped files are fp16; models run in fp32."""
     return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
 
@@ -95,7 +95,7 @@ def load_blueprint(path: str | Path, device: torch.device | str = "cpu", game: G
     try:
         stored_game = GameConfig.from_dict(blob["config"]["game"])
         net = make_qnet(stored_game, from_dict(NetConfig, blob["config"]["net"]))
-        net.load_state_dict(_float_weights(blob["model"]))
+        net.load_state_dict(float_weights(blob["model"]))
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ckpt.CheckpointError(f"{path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
     if players is not None and players != stored_game.players:
@@ -156,7 +156,7 @@ def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game
         model = BeliefModel(stored_game, from_dict(BeliefConfig, blob["config"]["model"]))
         weights = {k.removeprefix("model."): v for k, v in blob["state_dict"].items()
                    if k.startswith("model.")}
-        model.load_state_dict(_float_weights(weights))
+        model.load_state_dict(float_weights(weights))
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ckpt.CheckpointError(f"{path}: not a loadable belief ({type(e).__name__}: {e})") from e
     return stored_game, model.to(device).eval()

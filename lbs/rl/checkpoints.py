@@ -19,6 +19,7 @@ from .. import ckpt
 from ..configs import from_dict, to_dict
 from ..hanabi.config import GameConfig
 from ..models.io import BLUEPRINT_KIND as KIND
+from ..models.io import float_weights
 from ..models.qnet import NetConfig
 from ..runs import Lifecycle
 from .config import TrainConfig
@@ -66,7 +67,7 @@ def read_init(path: str | Path, cfg: TrainConfig) -> tuple[dict[str, torch.Tenso
         if theirs != getattr(cfg, name):
             raise ckpt.CheckpointError(f"init {path}: a blueprint of {name} {theirs}; this run's {name} is "
                                        f"{getattr(cfg, name)} (--{name}.* must match the file's)")
-    return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, cpu
+    return float_weights(weights), cpu
 
 
 class RunIO:
