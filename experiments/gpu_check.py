@@ -17,10 +17,17 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
   search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
+  smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move (the Table 1 row's setting), 8 games
+  smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games: the cost per game,
+           split into range upkeep, counterfactual filters, draws and rollouts
   overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
            their CUDA test, docs/gpu.md)
   curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
+  demo     the demo preset's learning (SmartBot's games in a demonstration replay, half of every batch) at
+           paper size: `--preset gpu` with the demo preset's demonstrations, 1.5 minutes
+  demo-resume  that run resumed (`--resume`) to 3 minutes: a curve continued across commands
+  demo-curve   its learning curve
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
 """
@@ -51,8 +58,11 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     """name -> (command, time limit in seconds)."""
     cuda = f"--device cuda --out {shlex.quote(str(out))}"
     search = f"experiments/bench_search.py --batch-games 64 --games 64 --cuda-graphs on {cuda}"
+    smartbot = f"experiments/bench_search.py --blueprint smartbot --batch-games 8 --games 8 {cuda}"
+    demo = ROOT / "runs" / "blueprint" / f"gpu-demo-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
     plan = {
-        "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 300),
+        "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 180),
         "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
                 580),
         "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 580),
@@ -68,6 +78,14 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                    f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
         "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
                   f"{shlex.quote(str(out))}", 300),
+        "smartbot": (f"{smartbot} --modes sparta lbs-inf --rollouts 1000 --min-rollouts 50", 100),
+        "smartbot-10k": (f"{smartbot} --modes sparta --rollouts 10000 --min-rollouts 100 --budget reference",
+                         180),
+        "demo": (f"{train} --preset gpu --demo_games 16384 --demo_ratio 0.5 --eval_every 250 "
+                 f"--eval_games 1000 --max_minutes 1.5 --out_dir {shlex.quote(str(demo))}", 150),
+        "demo-resume": (f"{train} --resume {shlex.quote(str(demo / 'latest.pt'))} --max_minutes 3", 150),
+        "demo-curve": (f"experiments/learning_curve.py {shlex.quote(str(demo))} --name gpu_demo --out "
+                       f"{shlex.quote(str(out))}", 90),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import DEVICES
 
 from lbs.acting import greedy, legal_with_noop, play
 from lbs.bots import SmartBot
@@ -34,7 +35,7 @@ def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch
     """SmartBot in every seat from the given decks: (moves [N, steps], -1 once a game is over; scores)."""
     bot = SmartBot(game)
     state = engine.initial_state(game, decks)
-    moves = torch.full((decks.shape[0], steps), -1, dtype=torch.long)
+    moves = torch.full((decks.shape[0], steps), -1, dtype=torch.long, device=decks.device)
 
     def record(turn) -> None:
         moves[:, turn.t] = torch.where(turn.state.done, -1, turn.move)
@@ -44,8 +45,9 @@ def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch
     return moves, state.score
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("players", [2, 3, 4, 5])
-def test_every_reference_move_in_every_fixture_game(players):
+def test_every_reference_move_in_every_fixture_game(players, device):
     games = load_games(players)
     assert games and all(g["players"] == players for g in games)
     game = GameConfig(players=players)
@@ -53,7 +55,8 @@ def test_every_reference_move_in_every_fixture_game(players):
     recorded = torch.full((len(games), steps), -1, dtype=torch.long)
     for i, g in enumerate(games):
         recorded[i, : len(g["moves"])] = torch.tensor(g["moves"])
-    moves, scores = play_decks(game, torch.tensor([g["deck"] for g in games]), steps)
+    moves, scores = play_decks(game, torch.tensor([g["deck"] for g in games], device=device), steps)
+    moves, scores = moves.cpu(), scores.cpu()
     differs = (moves != recorded).any(1)
     first = [(i, int((moves[i] != recorded[i]).nonzero()[0])) for i in differs.nonzero().flatten().tolist()]
     detail = [f"game {i} (seed {games[i]['seed']}) step {t}: played {game.move_name(int(moves[i, t]))}, "
