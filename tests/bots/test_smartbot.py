@@ -40,7 +40,7 @@ def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch
     def record(turn) -> None:
         moves[:, turn.t] = torch.where(turn.state.done, -1, turn.move)
 
-    hid = bot.initial_state(decks.shape[0] * game.players)
+    hid = bot.initial_state(decks.shape[0] * game.players, device=decks.device)
     state, _ = play(game, state, bot.step, hid, steps, hook=record)
     return moves, state.score
 
