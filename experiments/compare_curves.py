@@ -63,7 +63,8 @@ def curve(blob: dict) -> tuple[list[dict], str]:
     """A run's evaluations as the trainer's history rows (updates, cpu_seconds, wall_seconds, mean, sem,
     bombed), and what its training saw; an imitation run's measurements read the same way."""
     if "points" in blob and "history" not in blob:  # experiments/imitation.py --save
-        rows = [{"updates": p["updates"], "cpu_seconds": 60 * p["cpu_min"], "wall_seconds": float("nan"),
+        rows = [{"updates": p["updates"], "cpu_seconds": 60 * p["cpu_min"],
+                 "wall_seconds": 60 * p.get("wall_min", float("nan")),  # older files kept CPU time alone
                  "mean": p["score"], "sem": p["sem"], "bombed": p["bombed"]} for p in blob["points"]]
         prog = blob["progress"]
         return rows, (f"supervised imitation of SmartBot (experiments/imitation.py); {prog['updates']} "

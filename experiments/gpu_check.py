@@ -28,6 +28,8 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
            paper size: `--preset gpu` with the demo preset's demonstrations, 1.5 minutes
   demo-resume  that run resumed (`--resume`) to 3 minutes: a curve continued across commands
   demo-curve   its learning curve
+  imitation    plain imitation of SmartBot at paper size (experiments/imitation.py --preset gpu), 7 minutes,
+           saved to runs/imitation/gpu-<date>-<time>.pt (continue it with --resume)
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
 """
@@ -61,6 +63,7 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     smartbot = f"experiments/bench_search.py --blueprint smartbot --batch-games 8 --games 8 {cuda}"
     demo = ROOT / "runs" / "blueprint" / f"gpu-demo-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
+    imitation = ROOT / "runs" / "imitation" / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.pt"
     plan = {
         "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 180),
         "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
@@ -86,6 +89,9 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
         "demo-resume": (f"{train} --resume {shlex.quote(str(demo / 'latest.pt'))} --max_minutes 3", 150),
         "demo-curve": (f"experiments/learning_curve.py {shlex.quote(str(demo))} --name gpu_demo --out "
                        f"{shlex.quote(str(out))}", 90),
+        "imitation": (f"experiments/imitation.py --preset gpu --device cuda --batch-size 256 --chunk 4096 "
+                      f"--held-out 1024 --score-games 1000 --minutes 7 --eval-every 1 "
+                      f"--out {shlex.quote(str(out))} --save {shlex.quote(str(imitation))}", 580),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 

@@ -3,11 +3,14 @@ learning from SmartBot's games (the demonstration replay, the warm start): plain
 
     python experiments/imitation.py --minutes 20 --record demo_net_2p
 
-Trains the network of the `demo` blueprint preset (or --hidden ...) by cross-entropy on the moves of fresh
-SmartBot games (the network's Q-values read as logits over the legal moves; every game is new, so nothing
-is memorised), and at every --eval-every CPU minutes measures its greedy agreement with SmartBot's moves on
-held-out SmartBot games (the evaluation deals) and the greedy self-play score of the network alone. The
-clock is this process's CPU time with the evaluations left out: with one torch thread, core-minutes.
+    python experiments/imitation.py --preset gpu --device cuda --batch-size 256 --chunk 4096 --minutes 8
+
+Trains the network of a blueprint preset (`demo`, the default; `gpu` or `paper`: the paper-size network) by
+cross-entropy on the moves of fresh SmartBot games (the network's Q-values read as logits over the legal
+moves; every game is new, so nothing is memorised), and at every --eval-every minutes measures its greedy
+agreement with SmartBot's moves on held-out SmartBot games (the evaluation deals) and the greedy self-play
+score of the network alone. The clock, evaluations left out, is this process's CPU time on a CPU device
+(with one torch thread, core-minutes) and wall time on a GPU; both are recorded.
 Writes experiments/results/imitation/imitation_<date>_NAME.{md,png} with --record NAME. With --save PATH
 the network is written (atomically, at every measurement and at the end) as a blueprint checkpoint that
 every entry point loads (`search/run.py --blueprint PATH`, `train/score.py PATH`), carrying the optimizer and
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import math
 import signal
 import sys
 import time
@@ -31,7 +35,7 @@ import torch.nn.functional as F
 from lbs import ckpt
 from lbs.configs import to_dict
 from lbs.hanabi import GameConfig, public_features
-from lbs.models import make_qnet
+from lbs.models import make_qnet, resolve_device
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.config import PRESETS
 from lbs.rl.demos import agreement, record_demos
@@ -56,8 +60,11 @@ else:
     from compare_curves import SMARTBOT_2P
 
 NAME = "imitation"
-KEPT = ("hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed", "td_weight")
+KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
+        "td_weight")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
+CLOCKS = {"cpu_min": "CPU minutes", "wall_min": "wall minutes"}
+"""A measurement's clocks: --minutes counts the first on a CPU device, the second on a GPU."""
 
 
 def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target=None, td_weight: float = 0.0,
@@ -80,7 +87,8 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
     if target is None or td_weight == 0:
         return loss
     with torch.no_grad():
-        target_q = rows_as_players(target(priv, publ, legal_rows, target.initial_state(priv.shape[0]))[0], b)
+        hid = target.initial_state(priv.shape[0], priv.device)
+        target_q = rows_as_players(target(priv, publ, legal_rows, hid)[0], b)
     online_q, mask = rows_as_players(q, b), batch["mask"]
     q_taken = vdn_sum(gather_actions(online_q, batch["action"].long()))
     bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)
@@ -91,16 +99,16 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
 def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict], bool]:
     """The measurements, and whether a stop (Ctrl-C, SIGTERM) ended the training before --minutes; `blob`,
     a checkpoint written by --save, to continue from."""
-    cfg = PRESETS["demo"]
+    cfg = PRESETS[args.preset]
     cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
                   net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden))
-    game, dev = cfg.game, torch.device("cpu")
+    game, dev = cfg.game, resolve_device(args.device)
     torch.manual_seed(args.seed)
-    net = make_qnet(game, cfg.net)
+    net = make_qnet(game, cfg.net).to(dev)
     target = copy.deepcopy(net).requires_grad_(False) if args.td_weight else None
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     held = record_demos(cfg, args.held_out, dev, stream=Stream.EVAL)
-    points, seen, updates, spent, losses = [], 0, 0, 0.0, []
+    points, seen, updates, spent, wall, losses = [], 0, 0, 0.0, 0.0, []
     if blob is not None:
         net.load_state_dict(blob["model"])
         if target is not None:
@@ -109,7 +117,13 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
         torch.set_rng_state(blob["rng"])
         points, (seen, updates, spent) = list(blob["points"]), (blob["progress"][k] for k in
                                                                ("games", "updates", "cpu_seconds"))
-    end = spent + args.minutes * 60
+        wall = blob["progress"].get("wall_seconds", math.nan)  # files of the CPU clock alone: unknown
+    on_cpu = dev.type == "cpu"  # the clock --minutes counts: CPU time here, wall time on a GPU
+
+    def clock() -> float:
+        return spent if on_cpu else wall
+
+    end = clock() + args.minutes * 60
 
     def save() -> None:
         if args.save:
@@ -118,7 +132,7 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
                 **({"target": target.state_dict()} if target is not None else {}),
                 "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "points": points,
                 "settings": {k: getattr(args, k) for k in KEPT},
-                "progress": {"games": seen, "updates": updates, "cpu_seconds": spent}})
+                "progress": {"games": seen, "updates": updates, "cpu_seconds": spent, "wall_seconds": wall}})
 
     def measure() -> None:
         net.eval()
@@ -127,22 +141,23 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
             score = evaluate(game, net.step, net.initial_state, args.score_games, args.seed, device=dev)
         net.train()
         loss = float(torch.stack(losses).mean()) if losses else float("nan")
-        points.append({"cpu_min": spent / 60, "updates": updates, "games": seen, "loss": loss, "agree": agree,
-                       "score": score.mean, "sem": score.sem, "bombed": score.bombed})
+        points.append({"cpu_min": spent / 60, "wall_min": wall / 60, "updates": updates, "games": seen,
+                       "loss": loss, "agree": agree, "score": score.mean, "sem": score.sem,
+                       "bombed": score.bombed})
         losses.clear()
-        print(f"{spent / 60:6.1f} CPU-min  {updates:6d} updates  {seen:7d} games  loss {loss:.3f}  "
-              f"agreement {agree:.3f}  {score}", flush=True)
+        print(f"{spent / 60:6.1f} CPU-min  {wall / 60:6.1f} wall-min  {updates:6d} updates  {seen:7d} games  "
+              f"loss {loss:.3f}  agreement {agree:.3f}  {score}", flush=True)
         save()
 
     if blob is None:
         measure()
-    next_eval, stopped = spent + args.eval_every * 60, False
+    next_eval, stopped = clock() + args.eval_every * 60, False
     try:
-        while spent < end:
-            t0 = time.process_time()
+        while clock() < end:
+            t0, w0 = time.process_time(), time.perf_counter()
             eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
             seen += args.chunk
-            for i in torch.randperm(args.chunk).split(args.batch_size):
+            for i in torch.randperm(args.chunk).to(dev).split(args.batch_size):  # the CPU RNG: resumable
                 loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game, target, args.td_weight,
                                       cfg.gamma, cfg.n_step)
                 opt.zero_grad()
@@ -154,35 +169,37 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
                 if target is not None and updates % cfg.target_sync == 0:
                     target.load_state_dict(net.state_dict())
                 losses.append(loss.detach())
+            if not on_cpu:
+                torch.cuda.synchronize(dev)  # the chunk's kernels inside its wall time
             spent += time.process_time() - t0
-            if spent >= next_eval:
+            wall += time.perf_counter() - w0
+            if clock() >= next_eval:
                 measure()
                 next_eval += args.eval_every * 60
     except KeyboardInterrupt:
         stopped = True
         saved = f" and the network as of the last one ({args.save})" if args.save else ""
-        print(f"imitation: stopped after {spent / 60:.1f} CPU minutes; writing the {len(points)} "
+        print(f"imitation: stopped after {clock() / 60:.1f} minutes; writing the {len(points)} "
               f"measurements so far{saved}", file=sys.stderr)
     if not stopped and points[-1]["updates"] != updates:
         measure()
     return points, stopped
 
 
-def figure(points: list[dict], path, title: str, line: float | None, top: int) -> None:
+def figure(points: list[dict], path, title: str, line: float | None, top: int, key: str = "cpu_min") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = [p["cpu_min"] for p in points]
+    x, xlabel = [p[key] for p in points], CLOCKS[key]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     a.plot(x, [100 * p["agree"] for p in points], marker="o")
-    a.set(xlabel="CPU minutes", ylabel="agreement with SmartBot's moves (%)", ylim=(0, 100),
-          title="imitation")
+    a.set(xlabel=xlabel, ylabel="agreement with SmartBot's moves (%)", ylim=(0, 100), title="imitation")
     b.errorbar(x, [p["score"] for p in points], yerr=[p["sem"] for p in points], marker="o", label="network")
     if line is not None:
         b.axhline(line, color="gray", linestyle="--", label="SmartBot")
-    b.set(xlabel="CPU minutes", ylabel="greedy score", ylim=(0, top), title="self-play score")
+    b.set(xlabel=xlabel, ylabel="greedy score", ylim=(0, top), title="self-play score")
     b.legend()
     fig.suptitle(title)
     fig.tight_layout()
@@ -193,9 +210,12 @@ def figure(points: list[dict], path, title: str, line: float | None, top: int) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=20.0,
-                    help="CPU minutes of training (evaluations excluded)")
-    ap.add_argument("--eval-every", type=float, default=2.0, help="CPU minutes between measurements")
-    ap.add_argument("--hidden", type=int, default=0, help="network width (default: the demo preset's)")
+                    help="minutes of training, evaluations excluded (CPU time on a CPU, wall time on a GPU)")
+    ap.add_argument("--eval-every", type=float, default=2.0, help="minutes between measurements (same clock)")
+    ap.add_argument("--preset", default="demo", choices=[k for k, c in PRESETS.items() if c.game.colors == 5],
+                    help="the blueprint preset whose network (and TD constants) are trained; gpu and paper: "
+                         "the paper-size network")
+    ap.add_argument("--hidden", type=int, default=0, help="network width (default: the preset's)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
     ap.add_argument("--td-weight", type=float, default=0.0,
@@ -207,6 +227,7 @@ def main() -> None:
     ap.add_argument("--players", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/imitation/imitation_<date>_NAME.{md,png}")
     ap.add_argument("--out", default="runs/imitation", help="scratch folder when not recording")
@@ -215,7 +236,7 @@ def main() -> None:
                          "PATH at every measurement; an existing file only when it is the --resume one")
     ap.add_argument("--resume", default=None, metavar="PATH",
                     help="continue the run saved at PATH (its network, learning and measurement settings) "
-                         "for --minutes more CPU minutes")
+                         "for --minutes more")
     args = ap.parse_args()
     blob = None
     if args.resume:
@@ -244,36 +265,50 @@ def main() -> None:
         top = GameConfig(players=args.players).max_score
     except ValueError as e:
         sys.exit(f"imitation: --players {args.players}: {e}")
+    try:
+        device = resolve_device(args.device)
+    except ValueError as e:
+        sys.exit(f"imitation: {e}")
+    if blob is not None and device.type != "cpu" and "wall_seconds" not in blob["progress"]:
+        sys.exit(f"imitation: --resume {args.resume}: the file kept only CPU time (a CPU run); continue it "
+                 "with --device cpu")
     out = result_path(NAME, args.record, args.out)  # refused now, not after the training
     torch.set_num_threads(args.threads)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a plain kill stops like Ctrl-C: results kept
     points, stopped = run(args, blob)
+    key = "cpu_min" if device.type == "cpu" else "wall_min"
     rows = "\n".join(
-        f"| {p['cpu_min']:.1f} | {p['updates']} | {p['games']} | {p['loss']:.3f} | {100 * p['agree']:.1f} | "
-        f"{p['score']:.3f} ± {p['sem']:.3f} | {100 * p['bombed']:.1f} |" for p in points)
+        f"| {p['cpu_min']:.1f} | {p.get('wall_min', math.nan):.1f} | {p['updates']} | {p['games']} | "
+        f"{p['loss']:.3f} | {100 * p['agree']:.1f} | {p['score']:.3f} ± {p['sem']:.3f} | "
+        f"{100 * p['bombed']:.1f} |" for p in points)
     png = out.with_suffix(".png")
-    first = blob["progress"]["cpu_seconds"] / 60 if blob else 0.0
-    done = points[-1]["cpu_min"] - first
-    early = f"; stopped early, after {done:.1f} of {args.minutes} CPU minutes" * stopped
-    resumed = f"\n- resumed from {args.resume} at {first:.1f} CPU minutes (the rows before: that run's)"
+    first = blob["points"][-1][key] if blob else 0.0
+    early = f"; stopped early, after {points[-1][key] - first:.1f} of {args.minutes} {CLOCKS[key]}" * stopped
+    resumed = f"\n- resumed from {args.resume} at {first:.1f} {CLOCKS[key]} (the rows before: that run's)"
     resumed *= blob is not None
     line = SMARTBOT_2P if args.players == 2 else None
-    figure(points, png, f"imitating SmartBot ({args.players} players), {datetime.date.today()}", line, top)
+    title = f"imitating SmartBot ({args.players} players), {datetime.date.today()}"
+    figure(points, png, title, line, top, key)
     td = f" plus {args.td_weight} x the TD loss (n-step double Q, VDN)" if args.td_weight else ""
+    width = f", hidden {args.hidden}" if args.hidden else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
+    head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "
+            "score ± s.e.m. | ")
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
 
 - machine: {machine()}
 - command: `python {" ".join(sys.argv)}`
-- network: the demo blueprint preset's public-LSTM network{f", hidden {args.hidden}" if args.hidden else ""};
+- network: the {args.preset} blueprint preset's public-LSTM network{width};
   cross-entropy of SmartBot's move (Q as logits over the legal moves){td}, Adam lr {args.lr},
   {args.batch_size} games per update, every game fresh; agreement on {args.held_out} held-out SmartBot games
   (evaluation deals), score: greedy self-play of the network alone on {args.score_games} evaluation deals.
 - line to reach: {f"SmartBot {line} (2 players, 100,000 games)" if line else "SmartBot's score for this game"}
+- device: {device}; clock: {CLOCKS[key]} of training (evaluations excluded); a nan wall minute is a CPU run's
+  row from before wall time was kept
 - figure: {png.name}{early}{resumed}
 
-| CPU minutes | updates | games seen | train loss{unit} | agreement % | score ± s.e.m. | bomb-out % |
-|---|---|---|---|---|---|---|
+{head}bomb-out % |
+|---|---|---|---|---|---|---|---|
 {rows}
 """
     write_result(text, NAME, args.record, args.out, out)

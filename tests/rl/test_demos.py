@@ -6,6 +6,7 @@ from functools import partial
 
 import pytest
 import torch
+from conftest import DEVICES
 
 from lbs.hanabi import GameConfig, public_features
 from lbs.models import NetConfig
@@ -203,9 +204,11 @@ def test_imitation_with_td_also_learns_the_value_of_the_start():
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, device):
     """experiments/imitation.py --save writes a blueprint every entry point loads, carrying the curve and
-    counters; --resume continues them (the curve keeps its rows, the counters go on from the file's)."""
+    counters; --resume continues them (the curve keeps its rows, the counters and both clocks go on from
+    the file's)."""
     from argparse import Namespace
 
     from experiments.imitation import run
@@ -213,8 +216,9 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
     from lbs.models import load_blueprint
 
     path = tmp_path / "imit.pt"
-    args = Namespace(minutes=0.002, eval_every=0.001, hidden=16, lr=1e-3, batch_size=4, chunk=4, held_out=4,
-                     score_games=2, players=2, seed=0, td_weight=0.03, save=str(path))
+    args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
+                     chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.03, save=str(path),
+                     device=device)
     first, stopped = run(args)
     assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
     game, net = load_blueprint(path)
@@ -234,4 +238,6 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path):
     drawn, about = curve(ckpt.load(path, "blueprint"))
     assert [h["updates"] for h in drawn] == [p["updates"] for p in more]
     assert [h["cpu_seconds"] for h in drawn] == pytest.approx([60 * p["cpu_min"] for p in more])
+    wall = [h["wall_seconds"] for h in drawn]
+    assert wall == pytest.approx([60 * p["wall_min"] for p in more]) and wall == sorted(wall) and wall[-1] > 0
     assert [h["mean"] for h in drawn] == [p["score"] for p in more] and "imitation" in about
