@@ -61,7 +61,7 @@ else:
 
 NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
-        "td_weight")
+        "td_weight", "dagger")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 CLOCKS = {"cpu_min": "CPU minutes", "wall_min": "wall minutes"}
 """A measurement's clocks: --minutes counts the first on a CPU device, the second on a GPU."""
@@ -94,6 +94,18 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
     bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)
     td = td_errors(q_taken, n_step_targets(batch["reward"].float(), mask, bootstrap, gamma, n), mask)
     return loss + td_weight * masked_huber_loss(td, mask, torch.ones(b))
+
+
+def fresh_games(cfg, games: int, dev: torch.device, start: int, net, dagger: float) -> dict:
+    """The next `games` deals of the DEMO stream, labelled with SmartBot's moves: a `dagger` share of them
+    played by the network (SmartBot labels the states the network reaches), the rest SmartBot's own."""
+    ours = round(dagger * games)
+    parts = [record_demos(cfg, games - ours, dev, start=start + ours)] * (ours < games)
+    if ours:
+        net.eval()
+        parts.append(record_demos(cfg, ours, dev, start=start, learner=net))
+        net.train()
+    return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
 def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict], bool]:
@@ -155,7 +167,7 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     try:
         while clock() < end:
             t0, w0 = time.process_time(), time.perf_counter()
-            eps = record_demos(cfg, args.chunk, dev, start=seen)  # fresh games, the DEMO stream's next deals
+            eps = fresh_games(cfg, args.chunk, dev, seen, net, args.dagger)
             seen += args.chunk
             for i in torch.randperm(args.chunk).to(dev).split(args.batch_size):  # the CPU RNG: resumable
                 loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game, target, args.td_weight,
@@ -221,6 +233,9 @@ def main() -> None:
     ap.add_argument("--td-weight", type=float, default=0.0,
                     help="add this times the blueprint learner's TD loss (n-step double Q, VDN; the demo "
                          "preset's gamma, n, target sync and clip) on the same games, so Q is also a value")
+    ap.add_argument("--dagger", type=float, default=0.0,
+                    help="share of each chunk's games the network plays itself while SmartBot says what it "
+                         "would have played (DAgger: the network's states, SmartBot's moves as labels)")
     ap.add_argument("--chunk", type=int, default=256, help="fresh SmartBot games recorded at a time")
     ap.add_argument("--held-out", type=int, default=256, help="SmartBot games the agreement is measured on")
     ap.add_argument("--score-games", type=int, default=300, help="greedy self-play games per measurement")
@@ -261,6 +276,9 @@ def main() -> None:
             sys.exit(f"imitation: {flag} {v}: must be >= 1")
     if args.hidden < 0 or args.lr <= 0 or args.td_weight < 0:
         sys.exit("imitation: --hidden and --td-weight must be >= 0 and --lr > 0")
+    if not 0 <= args.dagger <= 1 or (args.dagger and args.td_weight):
+        sys.exit(f"imitation: --dagger {args.dagger}: must be in [0, 1], and 0 with --td-weight (the "
+                 "network's games carry SmartBot's moves, not the moves made: TD targets would be wrong)")
     try:
         top = GameConfig(players=args.players).max_score
     except ValueError as e:
@@ -290,6 +308,8 @@ def main() -> None:
     title = f"imitating SmartBot ({args.players} players), {datetime.date.today()}"
     figure(points, png, title, line, top, key)
     td = f" plus {args.td_weight} x the TD loss (n-step double Q, VDN)" if args.td_weight else ""
+    td += (f"; DAgger: {args.dagger:.0%} of the games played by the network, SmartBot's moves as labels"
+           if args.dagger else "")
     width = f", hidden {args.hidden}" if args.hidden else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "

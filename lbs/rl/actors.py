@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..acting import Exploration, InitHidden, QFunction, Turn, play
+from ..acting import Exploration, InitHidden, Override, QFunction, Turn, play
 from ..configs import check, is_int
 from ..graphs import Graphs
 from ..hanabi import engine
@@ -82,12 +82,14 @@ def run_round(
     aux: bool = False,
     graphs: Graphs | None = None,
     weights: Hashable = None,
+    override: Override | None = None,
 ) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor]]:
     """Play one round: N = len(seeds) fresh games for up to cfg.max_len steps.
 
     eps [N] per-game exploration (None: greedy). graphs (kept by the caller across rounds, built when
     cfg.cuda_graphs) replays a captured step; weights names the copy of the weights q_fn reads now
-    (InferenceServer.pinned). Returns (episodes, stats): episodes is a dict of
+    (InferenceServer.pinned). override (lbs.acting.play's) makes other moves than the seats chose; the
+    recorded `action` stays the seats' choice. Returns (episodes, stats): episodes is a dict of
     [N, T, ...] tensors (priv uint8 [N,T,P,D], legal [N,T,P,A], action [N,T,P], reward [N,T],
     terminal [N,T], mask [N,T], own_hand [N,T,P,H] int8, and with aux aux_target [N,T,P,H] int8 for the
     auxiliary head) or None if record is False; stats has the final score, length, bombed and perfect
@@ -128,7 +130,7 @@ def run_round(
         buf["terminal"][:, t] = turn.next_state.done & active
 
     state, _ = play(game, state, q_fn, init_hidden(n * p), t_max, explore, perms, keep if record else None,
-                    graphs, weights)
+                    graphs, weights, override)
     stats = {
         "score": state.score,
         "length": state.num_steps,

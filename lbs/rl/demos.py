@@ -14,7 +14,8 @@ from dataclasses import replace
 
 import torch
 
-from ..acting import greedy
+from ..acting import env_moves, greedy
+from ..hanabi import GameConfig
 from ..models import load_blueprint
 from ..seeding import Stream, game_seeds
 from .actors import run_round
@@ -30,19 +31,47 @@ CHUNK = 1024
 
 
 def record_demos(cfg: TrainConfig, games: int, device: torch.device, start: int = 0,
-                 stream: Stream = Stream.DEMO) -> Episodes:
+                 stream: Stream = Stream.DEMO, learner: torch.nn.Module | None = None) -> Episodes:
     """`games` greedy games of the demonstrator (games start.. of `stream` under the run seed, episode 0),
-    recorded as replay episodes [games, T, ...] in the replay's storage dtypes."""
+    recorded as replay episodes [games, T, ...] in the replay's storage dtypes.
+
+    With a `learner` network, the learner makes every move (greedy) and the demonstrator only says what it
+    would have played (DAgger, Ross et al. 2011): the episodes are the states the learner's own games
+    reach, each `action` the demonstrator's move there, `reward` and `terminal` the learner's game's."""
     _, bot = load_blueprint(DEMONSTRATOR, device, cfg.game)
     actor = replace(cfg.actor, cuda_graphs=False)  # a rule bot's step has data-dependent indexing
+    q_fn, init, override = bot.step, bot.initial_state, None
+    if learner is not None:
+        q_fn, init, override = _labelled(cfg.game, bot, learner)
     parts: list[Episodes] = []
     for first in range(start, start + games, CHUNK):  # chunks of games, each one lockstep batch
         n = min(CHUNK, start + games - first)
         seeds = game_seeds(stream, cfg.seed, n, start=first, device=device)
         with torch.no_grad():
-            eps, _ = run_round(cfg.game, bot.step, bot.initial_state, seeds, 0, actor, aux=cfg.net.aux_head)
+            eps, _ = run_round(cfg.game, q_fn, init, seeds, 0, actor, aux=cfg.net.aux_head, override=override)
         parts.append(eps)
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
+def _labelled(game: GameConfig, bot, net: torch.nn.Module):
+    """(step, initial state, move override) of the learner's games labelled by the bot: the seats choose
+    the bot's moves (what run_round records as `action`), the engine makes the network's greedy ones."""
+
+    def step(priv, publ, legal, hid):
+        bot_hid, net_hid, _ = hid
+        scores, bot_hid = bot.step(priv, publ, legal, bot_hid)
+        q, net_hid = net.step(priv, publ, legal, net_hid)
+        return scores, (bot_hid, net_hid, greedy(q, legal))
+
+    def initial_state(rows: int):
+        dev = next(net.parameters()).device
+        return bot.initial_state(rows, dev), net.initial_state(rows, dev), torch.zeros(rows, dtype=torch.long,
+                                                                                        device=dev)
+
+    def network_moves(t, state, hid, move):
+        return env_moves(game, state, hid[2].reshape(state.batch_size, game.players))
+
+    return step, initial_state, network_moves
 
 
 def demo_replay(cfg: TrainConfig, device: torch.device, seed: int,

@@ -8,9 +8,11 @@ import pytest
 import torch
 from conftest import DEVICES
 
+from lbs.acting import greedy
+from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, public_features
-from lbs.models import NetConfig
-from lbs.rl.actors import ActorConfig
+from lbs.models import NetConfig, make_qnet
+from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.config import TrainConfig
 from lbs.rl.demos import (
     agreement,
@@ -23,6 +25,7 @@ from lbs.rl.demos import (
 from lbs.rl.r2d2 import large_margin_loss
 from lbs.rl.replay import PrioritizedReplay
 from lbs.rl.trainer import PRESETS, Trainer
+from lbs.seeding import Stream, game_seeds
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
 
@@ -109,6 +112,29 @@ def test_demonstrations_are_smartbots_games_in_the_replay_format():
     taken = legal.gather(-1, action.unsqueeze(-1)).squeeze(-1)
     assert taken[mask].all()  # every recorded move was legal
     assert eps["reward"].sum(1).mean() > 0.5 * GAME.max_score  # SmartBot's games, not random ones
+
+
+def test_dagger_games_are_the_networks_own_labelled_with_smartbots_moves():
+    """record_demos(learner=net): the states are exactly the network's greedy games on the same deals, and
+    each recorded action is what SmartBot, following that game, would have played there."""
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=8, max_len=0))
+    torch.manual_seed(0)
+    net = make_qnet(GAME, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1))
+    eps = record_demos(cfg, 16, torch.device("cpu"), learner=net)
+    seeds = game_seeds(Stream.DEMO, cfg.seed, 16)
+    with torch.no_grad():
+        own, _ = run_round(GAME, net.step, net.initial_state, seeds, 0, cfg.actor)
+    for k in ("priv", "legal", "mask", "reward", "terminal", "own_hand"):
+        assert torch.equal(eps[k], own[k]), k
+    bot, mask = SmartBot(GAME), eps["mask"]
+    hid = bot.initial_state(16 * GAME.players)
+    for t in range(mask.shape[1]):
+        priv, legal = eps["priv"][:, t].flatten(0, 1).float(), eps["legal"][:, t].flatten(0, 1)
+        scores, hid = bot.step(priv, priv, legal, hid)
+        said = greedy(scores, legal).view(16, GAME.players)
+        assert torch.equal(said[mask[:, t]], eps["action"][:, t][mask[:, t]]), t
+    differs = (eps["action"] != own["action"]) & mask[..., None]
+    assert differs.any()  # the labels are not the moves made
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -217,8 +243,8 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
 
     path = tmp_path / "imit.pt"
     args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
-                     chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.03, save=str(path),
-                     device=device)
+                     chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.03, dagger=0.0,
+                     save=str(path), device=device)
     first, stopped = run(args)
     assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
     game, net = load_blueprint(path)
