@@ -100,7 +100,9 @@ def fresh_games(cfg, games: int, dev: torch.device, start: int, net, dagger: flo
     """The next `games` deals of the DEMO stream, labelled with SmartBot's moves: a `dagger` share of them
     played by the network (SmartBot labels the states the network reaches), the rest SmartBot's own."""
     ours = round(dagger * games)
-    parts = [record_demos(cfg, games - ours, dev, start=start + ours)] * (ours < games)
+    parts = []
+    if ours < games:
+        parts.append(record_demos(cfg, games - ours, dev, start=start + ours))
     if ours:
         net.eval()
         parts.append(record_demos(cfg, ours, dev, start=start, learner=net))
