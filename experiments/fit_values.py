@@ -1,9 +1,12 @@
 """Make a policy's Q-values values without changing its moves. LBS-K bootstraps a rollout with the VDN sum
 over seats of each seat's Q of its greedy move; a network trained as a classifier (experiments/imitation.py)
-has logits there. This fits the dueling value stream alone (QHead.value, every other weight frozen) so that
-the sum predicts the points still to come in the network's own greedy games (Monte Carlo regression on fresh
-games). The value stream adds one number to every move of a state, so the greedy moves stay the network's; the
-script checks that on the evaluation deals and says how many moves changed (float rounding can flip a tie).
+has logits there, and a value stream that learning never touched. This refits the dueling value stream
+(QHead.value) and one positive scale of the advantage stream (QHead.adv's weights times it), every other
+weight as it was, so that the sum predicts the points still to come in the network's own greedy games: given
+the trunk the sum is linear in those, so it is a least-squares fit over fresh games (a small ridge). Adding
+one number to every move of a state and scaling its advantages by a positive number leave its best move as
+it was, so the greedy moves stay the network's; the script checks that on the evaluation deals and says how
+many moves changed (float rounding can flip a tie).
 
     python experiments/fit_values.py runs/imitation.pt --save runs/imitation_values.pt --minutes 10
     python experiments/leaf_values.py runs/imitation_values.pt --games 1000      # then measure it
@@ -35,58 +38,74 @@ else:
     from leaf_values import returns_to_go
 
 
-def greedy_values(net, game, eps: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[N, T] the VDN sum over seats of each seat's Q of the move it made, in recorded greedy games; only the
-    value stream carries a gradient (the trunk runs once, without one)."""
+def regressors(net, game, eps: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[N, T, H + 2] what the VDN sum of greedy Q is linear in, given the trunk: per step, the sum over seats
+    of the head's input features, of 1 (the value stream's bias), and of the advantage of the move made
+    (minus the mean over the legal moves, as QHead takes it)."""
     priv = players_as_rows(eps["priv"].float())
     legal = players_as_rows(eps["legal"])
     feats = {}
     hook = net.head.register_forward_hook(lambda mod, inp, out: feats.update(o=inp[0]))
-    with torch.no_grad():
-        net(priv, public_features(game, priv), legal, net.initial_state(priv.shape[0], priv.device))
+    net(priv, public_features(game, priv), legal, net.initial_state(priv.shape[0], priv.device))
     hook.remove()
-    q = rows_as_players(net.head(feats["o"], legal), eps["legal"].shape[0])  # [N, T, P, A]
-    return q.gather(-1, eps["action"].long()[..., None]).squeeze(-1).sum(-1)
+    o, m = feats["o"].double(), legal.double()
+    a = net.head.adv(feats["o"]).double()
+    a = a - (a * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+    made = a.gather(-1, players_as_rows(eps["action"]).long()[..., None])
+    x = torch.cat([o, torch.ones_like(made), made], -1)  # [N * P, T, H + 2]
+    return rows_as_players(x, eps["legal"].shape[0]).sum(2)
 
 
-def fit(path: str, minutes: float, games: int, lr: float, seed: int) -> tuple[dict, list[dict]]:
-    """The fitted network's blueprint payload and the loss per round."""
+def solve(xtx: torch.Tensor, xty: torch.Tensor, ridge: float, min_scale: float) -> torch.Tensor:
+    """Least squares (value weights, value bias, advantage scale) with a small ridge; a scale at or below
+    min_scale is held there (it must stay positive for the moves to stay) and the rest solved again."""
+    eye = torch.eye(xtx.shape[0], dtype=xtx.dtype) * ridge
+    eye[-2, -2] = eye[-1, -1] = 0.0  # no shrinkage of the bias or the scale
+    w = torch.linalg.solve(xtx + eye, xty)
+    if w[-1] > min_scale:
+        return w
+    rest = torch.linalg.solve(xtx[:-1, :-1] + eye[:-1, :-1], xty[:-1] - min_scale * xtx[:-1, -1])
+    return torch.cat([rest, rest.new_tensor([min_scale])])
+
+
+@torch.no_grad()
+def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
+        min_scale: float = 1e-3) -> tuple[dict, list[dict]]:
+    """The fitted network's blueprint payload, and per round of games the squared error the fit so far
+    would make on that round before seeing it (a held-out error)."""
     blob = ckpt.load(path, BLUEPRINT_KIND, map_location="cpu")
     game, net = load_blueprint(path)
     if getattr(net.head, "value", None) is None:
         raise ValueError(f"{path}: a network with no value stream (NetConfig.dueling false): nothing to fit")
-    net.requires_grad_(False)
-    net.head.value.requires_grad_(True)
-    opt = torch.optim.Adam(net.head.value.parameters(), lr=lr)
+    h = net.head.adv.in_features
+    xtx, xty = torch.zeros(h + 2, h + 2, dtype=torch.float64), torch.zeros(h + 2, dtype=torch.float64)
     actor = ActorConfig(num_games=games, max_len=0)
-    rounds, start, spent = [], 0, 0.0
+    rounds, start, spent, w = [], 0, 0.0, None
     while spent < 60 * minutes:
         t0 = time.process_time()
         seeds = game_seeds(Stream.BLUEPRINT_TRAIN, seed, games, start=start)
         start += games
-        with torch.no_grad():
-            eps, stats = run_round(game, net.step, net.initial_state, seeds, 0, actor)
+        eps, stats = run_round(game, net.step, net.initial_state, seeds, 0, actor)
         mask = eps["mask"]
-        target = returns_to_go(eps["reward"].float(), 1.0)
-        values = greedy_values(net, game, eps)
-        if not rounds:  # first, the mean error in one step: every seat's value bias takes its share of it
-            with torch.no_grad():
-                net.head.value.bias += (target - values)[mask].mean() / game.players
-            values = greedy_values(net, game, eps)
-        loss = (values - target).pow(2)[mask].mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        x, y = regressors(net, game, eps)[mask], returns_to_go(eps["reward"].double(), 1.0)[mask]
+        error = float((x @ w - y).pow(2).mean()) if w is not None else float("nan")
+        xtx += x.T @ x
+        xty += x.T @ y
+        w = solve(xtx, xty, ridge * start, min_scale)
         spent += time.process_time() - t0
-        rounds.append({"games": start, "loss": loss.item(), "score": float(stats["score"].float().mean()),
-                       "cpu_seconds": spent})
-        print(f"{spent / 60:5.1f} CPU-min  {start:6d} games  squared error {rounds[-1]['loss']:8.3f}  "
-              f"score {rounds[-1]['score']:.2f}", flush=True)
-    net.requires_grad_(False)
+        rounds.append({"games": start, "error": error, "scale": float(w[-1]),
+                       "score": float(stats["score"].float().mean()), "cpu_seconds": spent})
+        print(f"{spent / 60:5.1f} CPU-min  {start:6d} games  held-out squared error {error:9.3f}  "
+              f"advantage scale {float(w[-1]):.4f}  score {rounds[-1]['score']:.2f}", flush=True)
+    net.head.value.weight.copy_(w[:h].float()[None])
+    net.head.value.bias.fill_(float(w[h]))
+    net.head.adv.weight.mul_(float(w[-1]))
+    net.head.adv.bias.mul_(float(w[-1]))
     payload = {"config": blob["config"], "game": blob.get("game", blob["config"]["game"]),
                "model": net.state_dict(),
-               "fitted_values": {"from": str(path), "games": start, "minutes": minutes, "lr": lr,
-                                 "loss": rounds[-1]["loss"] if rounds else None}}
+               "fitted_values": {"from": str(path), "games": start, "minutes": minutes,
+                                 "advantage_scale": float(w[-1]),
+                                 "error": rounds[-1]["error"] if rounds else None}}
     return payload, rounds
 
 
@@ -110,18 +129,17 @@ def main() -> None:
     ap.add_argument("--save", required=True, metavar="PATH", help="the fitted blueprint's file (a new one)")
     ap.add_argument("--minutes", type=float, default=10.0, help="CPU minutes of fitting")
     ap.add_argument("--games", type=int, default=256, help="fresh greedy self-play games per update")
-    ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check-games", type=int, default=200, help="evaluation deals the moves are compared on")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     if Path(args.save).exists():
         sys.exit(f"fit_values: --save {args.save} exists; choose another path")
-    if not args.minutes > 0 or args.games < 1 or not args.lr > 0 or args.check_games < 1:
-        sys.exit("fit_values: --minutes and --lr must be > 0, --games and --check-games >= 1")
+    if not args.minutes > 0 or args.games < 1 or args.check_games < 1:
+        sys.exit("fit_values: --minutes must be > 0, --games and --check-games >= 1")
     torch.set_num_threads(args.threads)
     try:
-        payload, _ = fit(args.blueprint, args.minutes, args.games, args.lr, args.seed)
+        payload, _ = fit(args.blueprint, args.minutes, args.games, args.seed)
     except (ckpt.CheckpointError, ValueError) as e:
         sys.exit(f"fit_values: {e}")
     changed, made = moves_changed(args.blueprint, payload, args.check_games)
