@@ -110,8 +110,8 @@ def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
 
 
 def moves_changed(before: str, after: dict, games: int) -> tuple[int, int]:
-    """(choices that differ, choices made) between the two networks' greedy play on the evaluation deals: every
-    seat's action at every step of a game in play (a waiting seat's no-op included)."""
+    """(choices that differ, choices made) between the two networks' greedy play on the evaluation deals:
+    every seat's action at every step of a game in play (a waiting seat's no-op included)."""
     game, a = load_blueprint(before)
     _, b = load_blueprint(before)
     b.load_state_dict(after["model"])
@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("blueprint", help="a blueprint checkpoint (a network with a value stream)")
     ap.add_argument("--save", required=True, metavar="PATH", help="the fitted blueprint's file (a new one)")
     ap.add_argument("--minutes", type=float, default=10.0, help="CPU minutes of fitting")
-    ap.add_argument("--games", type=int, default=256, help="fresh greedy self-play games per round of the fit")
+    ap.add_argument("--games", type=int, default=256, help="fresh greedy games per round of the fit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check-games", type=int, default=200, help="evaluation deals the moves are compared on")
     ap.add_argument("--threads", type=int, default=1)
