@@ -48,11 +48,10 @@ def regressors(net, game, eps: dict[str, torch.Tensor]) -> torch.Tensor:
     hook = net.head.register_forward_hook(lambda mod, inp, out: feats.update(o=inp[0]))
     net(priv, public_features(game, priv), legal, net.initial_state(priv.shape[0], priv.device))
     hook.remove()
-    o, m = feats["o"].double(), legal.double()
-    a = net.head.adv(feats["o"]).double()
-    a = a - (a * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
-    made = a.gather(-1, players_as_rows(eps["action"]).long()[..., None])
-    x = torch.cat([o, torch.ones_like(made), made], -1)  # [N * P, T, H + 2]
+    o = feats["o"]
+    a = net.head(o, legal) - net.head.value(o)  # QHead's advantages, less their mean over the legal moves
+    made = a.gather(-1, players_as_rows(eps["action"]).long()[..., None]).double()
+    x = torch.cat([o.double(), torch.ones_like(made), made], -1)  # [N * P, T, H + 2]
     return rows_as_players(x, eps["legal"].shape[0]).sum(2)
 
 
