@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from lbs import ckpt
 from lbs.configs import to_dict
 from lbs.hanabi import GameConfig, public_features
+from lbs.hanabi.engine import tables
 from lbs.models import make_qnet, resolve_device
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.config import PRESETS
@@ -61,14 +62,28 @@ else:
 
 NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
-        "td_weight", "dagger")
+        "td_weight", "dagger", "bomb_weight")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 CLOCKS = {"cpu_min": "CPU minutes", "wall_min": "wall minutes"}
 """A measurement's clocks: --minutes counts the first on a CPU device, the second on a GPU."""
 
 
+def bombing_plays(game: GameConfig, priv: torch.Tensor, own_hand: torch.Tensor) -> torch.Tensor:
+    """[..., A] bool: the play moves that would lose a life, from observations priv [..., D] (the fireworks)
+    and the true own cards own_hand [..., H] (card id, -1 for an empty slot): a training target, as the
+    auxiliary head's, never an input."""
+    tb, c, r, h = tables(game, priv.device), game.colors, game.ranks, game.hand_size
+    top = game.layout.view(priv, "board.fireworks").reshape(*priv.shape[:-1], c, r)
+    height = (top * torch.arange(1, r + 1, device=priv.device, dtype=top.dtype)).sum(-1).long()  # [..., C]
+    card = own_hand.long().clamp(min=0)
+    playable = tb.card_rank[card] == height.gather(-1, tb.card_color[card])
+    bomb = torch.zeros(*priv.shape[:-1], game.num_actions, dtype=torch.bool, device=priv.device)
+    bomb[..., game.play_move(0): game.play_move(h)] = (own_hand >= 0) & ~playable
+    return bomb
+
+
 def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target=None, td_weight: float = 0.0,
-                   gamma: float = 0.999, n: int = 3) -> torch.Tensor:
+                   gamma: float = 0.999, n: int = 3, bomb_weight: float = 0.0) -> torch.Tensor:
     """Mean cross-entropy of the demonstrator's move under softmax(Q) over the legal moves, on the steps
     where a seat moves (the waiting seats' no-op is their only legal action and carries nothing). With a
     target network and td_weight > 0, plus td_weight times the learner's n-step double-Q TD loss (VDN sum,
@@ -84,6 +99,12 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
     ce = F.cross_entropy(q.masked_fill(~legal_rows, -1e9).reshape(-1, a), act.reshape(-1), reduction="none")
     m = moving.reshape(-1).float()
     loss = (ce * m).sum() / m.sum().clamp_min(1)
+    if bomb_weight:  # -log P(no losing play): the one error SmartBot almost never makes, and the costliest
+        logits = q.masked_fill(~legal_rows, -1e9)
+        bomb = players_as_rows(bombing_plays(game, batch["priv"].float(), batch["own_hand"]))
+        safe = torch.logsumexp(logits.masked_fill(bomb, -1e9), -1) - torch.logsumexp(logits, -1)
+        safe = safe.clamp(min=-30)  # log P(no losing play); -30: no legal move is safe (never in Hanabi)
+        loss = loss - bomb_weight * (safe.reshape(-1) * m).sum() / m.sum().clamp_min(1)
     if target is None or td_weight == 0:
         return loss
     with torch.no_grad():
@@ -173,7 +194,7 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
             seen += args.chunk
             for i in torch.randperm(args.chunk).to(dev).split(args.batch_size):  # the CPU RNG: resumable
                 loss = imitation_loss(net, {k: v[i] for k, v in eps.items()}, game, target, args.td_weight,
-                                      cfg.gamma, cfg.n_step)
+                                      cfg.gamma, cfg.n_step, args.bomb_weight)
                 opt.zero_grad()
                 loss.backward()
                 if target is not None:
@@ -238,6 +259,9 @@ def main() -> None:
     ap.add_argument("--dagger", type=float, default=0.0,
                     help="share of each chunk's games the network plays itself while SmartBot says what it "
                          "would have played (DAgger: the network's states, SmartBot's moves as labels)")
+    ap.add_argument("--bomb-weight", type=float, default=0.0,
+                    help="add this times -log P(the move is no losing play) (the true own cards say which "
+                         "plays lose a life): the costliest copying error weighed beyond the cross-entropy")
     ap.add_argument("--chunk", type=int, default=256, help="fresh SmartBot games recorded at a time")
     ap.add_argument("--held-out", type=int, default=256, help="SmartBot games the agreement is measured on")
     ap.add_argument("--score-games", type=int, default=300, help="greedy self-play games per measurement")
@@ -276,8 +300,8 @@ def main() -> None:
                     ("--score-games", args.score_games)):
         if v < 1:
             sys.exit(f"imitation: {flag} {v}: must be >= 1")
-    if args.hidden < 0 or args.lr <= 0 or args.td_weight < 0:
-        sys.exit("imitation: --hidden and --td-weight must be >= 0 and --lr > 0")
+    if args.hidden < 0 or args.lr <= 0 or args.td_weight < 0 or args.bomb_weight < 0:
+        sys.exit("imitation: --hidden, --td-weight and --bomb-weight must be >= 0 and --lr > 0")
     if not 0 <= args.dagger <= 1 or (args.dagger and args.td_weight):
         sys.exit(f"imitation: --dagger {args.dagger}: must be in [0, 1], and 0 with --td-weight (the "
                  "network's games carry SmartBot's moves, not the moves made: TD targets would be wrong)")
@@ -312,6 +336,8 @@ def main() -> None:
     td = f" plus {args.td_weight} x the TD loss (n-step double Q, VDN)" if args.td_weight else ""
     td += (f"; DAgger: {args.dagger:.0%} of the games played by the network, SmartBot's moves as labels"
            if args.dagger else "")
+    td += (f"; plus {args.bomb_weight} x -log P(no losing play) (the true own cards say which plays lose "
+           "a life)" if args.bomb_weight else "")
     width = f", hidden {args.hidden}" if args.hidden else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "

@@ -12,6 +12,7 @@ from lbs.acting import greedy
 from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, public_features
 from lbs.models import NetConfig, make_qnet
+from lbs.models.qnet import AUX_EMPTY, AUX_PLAYABLE
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.config import TrainConfig
 from lbs.rl.demos import (
@@ -185,6 +186,61 @@ def test_supervised_imitation_learns_smartbots_moves():
     assert sum(losses[-8:]) < 0.8 * sum(losses[:8]), losses
 
 
+def test_bombing_plays_are_the_plays_of_cards_that_are_not_playable():
+    """experiments/imitation.py's losing-play mask, read from the fireworks in the observation and the true
+    own cards, marks exactly the held cards the engine's auxiliary targets call not playable."""
+    from experiments.imitation import bombing_plays
+
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=16, max_len=0),
+                  net=NetConfig(hidden=8, lstm_layers=1, mlp_layers=1, aux_head=True))
+    eps = record_demos(cfg, 64, torch.device("cpu"))
+    bomb = bombing_plays(GAME, eps["priv"].float(), eps["own_hand"])
+    plays = slice(GAME.play_move(0), GAME.play_move(GAME.hand_size))
+    aux = eps["aux_target"]
+    assert torch.equal(bomb[..., plays], (aux != AUX_PLAYABLE) & (aux != AUX_EMPTY))
+    assert not bomb[..., : plays.start].any() and not bomb[..., plays.stop:].any()
+    assert bomb.any() and (aux == AUX_PLAYABLE).any()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_bomb_weight_makes_losing_plays_less_likely_than_plain_imitation():
+    """--bomb-weight: the same updates on SmartBot's games, with -log P(no losing play) beside the
+    cross-entropy, leave less probability on the plays that would lose a life (held-out deals) than
+    cross-entropy alone, and copy SmartBot about as well."""
+    from experiments.imitation import bombing_plays, imitation_loss
+    from lbs.rl.r2d2 import players_as_rows
+
+    cfg = replace(PRESETS["tiny"], game=GAME, actor=ActorConfig(num_games=16, max_len=0))
+    train = record_demos(cfg, 512, torch.device("cpu"))
+    held = record_demos(cfg, 256, torch.device("cpu"), start=1 << 20)
+    public = partial(public_features, GAME)
+
+    @torch.no_grad()
+    def p_bomb(net):  # mean probability of a losing play where a seat moves
+        priv, legal = players_as_rows(held["priv"].float()), players_as_rows(held["legal"])
+        q = net(priv, public(priv), legal, net.initial_state(priv.shape[0]))[0].masked_fill(~legal, -1e9)
+        bomb = players_as_rows(bombing_plays(GAME, held["priv"].float(), held["own_hand"]))
+        p = (q.softmax(-1) * bomb).sum(-1)
+        moving = legal[..., : GAME.num_moves].any(-1) & players_as_rows(
+            held["mask"][..., None].expand(-1, -1, GAME.players))
+        return float(p[moving].mean())
+
+    nets = {}
+    for w in (0.0, 2.0):
+        torch.manual_seed(0)
+        net = make_qnet(GAME, NetConfig(hidden=32, lstm_layers=1, mlp_layers=1))
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+        for i in torch.arange(512).split(16) * 2:
+            loss = imitation_loss(net, {k: v[i] for k, v in train.items()}, GAME, bomb_weight=w)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        nets[w] = net
+    bombs = {w: p_bomb(net) for w, net in nets.items()}
+    assert bombs[2.0] < 0.6 * bombs[0.0], bombs
+    assert agreement(nets[2.0], held, public) > agreement(nets[0.0], held, public) - 0.05
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_imitation_with_td_also_learns_the_value_of_the_start():
     """experiments/imitation.py --td-weight: the same updates on SmartBot's games, with a small weight of TD
@@ -281,7 +337,7 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
     path = tmp_path / "imit.pt"
     args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
                      chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.03, dagger=0.0,
-                     save=str(path), device=device)
+                     bomb_weight=0.0, save=str(path), device=device)
     first, stopped = run(args)
     assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
     game, net = load_blueprint(path)
