@@ -14,7 +14,8 @@ score of the network alone. The clock, evaluations left out, is this process's C
 Writes experiments/results/imitation/imitation_<date>_NAME.{md,png} with --record NAME. With --save PATH
 the network is written (atomically, at every measurement and at the end) as a blueprint checkpoint that
 every entry point loads (`search/run.py --blueprint PATH`, `train/score.py PATH`), carrying the optimizer and
-the curve so far; `--resume PATH` continues that run, its curve included, for --minutes more.
+the curve so far; `--resume PATH` continues that run, its curve included, for --minutes more (with a new
+--lr, --dagger or --bomb-weight where given again).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
         "td_weight", "dagger", "bomb_weight")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
+RETUNABLE = ("lr", "dagger", "bomb_weight")
+"""Of those, the ones a resume may change by naming the flag again (the learning's knobs, not its shapes)."""
 CLOCKS = {"cpu_min": "CPU minutes", "wall_min": "wall minutes"}
 """A measurement's clocks: --minutes counts the first on a CPU device, the second on a GPU."""
 
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
         if target is not None:
             target.load_state_dict(blob.get("target", blob["model"]))
         opt.load_state_dict(blob["optimizer"])
+        for group in opt.param_groups:  # a resume may set a new rate (RETUNABLE)
+            group["lr"] = args.lr
         torch.set_rng_state(blob["rng"])
         points, (seen, updates, spent) = list(blob["points"]), (blob["progress"][k] for k in
                                                                ("games", "updates", "cpu_seconds"))
@@ -242,6 +247,13 @@ def figure(points: list[dict], path, title: str, line: float | None, top: int, k
     plt.close(fig)
 
 
+def named(ap: argparse.ArgumentParser, dest: str, argv: list[str] | None = None) -> bool:
+    """Whether the command line names the flag that sets `dest` (as `--flag value` or `--flag=value`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    flags = next(a.option_strings for a in ap._actions if a.dest == dest)
+    return any(arg == f or arg.startswith(f + "=") for arg in argv for f in flags)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=20.0,
@@ -276,14 +288,18 @@ def main() -> None:
                     help="write the network (a blueprint checkpoint, with the optimizer and the curve) to "
                          "PATH at every measurement; an existing file only when it is the --resume one")
     ap.add_argument("--resume", default=None, metavar="PATH",
-                    help="continue the run saved at PATH (its network, learning and measurement settings) "
-                         "for --minutes more")
+                    help="continue the run saved at PATH (its network, learning and measurement settings; "
+                         "--lr, --dagger and --bomb-weight given again replace the file's) for --minutes "
+                         "more")
     args = ap.parse_args()
-    blob = None
+    blob, changes = None, ""
     if args.resume:
         try:
             blob = ckpt.load(args.resume, BLUEPRINT_KIND, map_location="cpu")
-            vars(args).update(blob["settings"])
+            retuned = {k: getattr(args, k) for k in RETUNABLE if named(ap, k)}
+            changes = ", ".join(f"{k.replace('_', '-')} {v} (was {blob['settings'].get(k, 0.0)})"
+                                for k, v in retuned.items() if v != blob["settings"].get(k, 0.0))
+            vars(args).update(blob["settings"], **retuned)
             if not {"games", "updates", "cpu_seconds"} <= set(blob["progress"]) or "points" not in blob:
                 raise KeyError("progress")
         except (ckpt.CheckpointError, OSError) as e:
@@ -329,6 +345,7 @@ def main() -> None:
     first = blob["points"][-1][key] if blob else 0.0
     early = f"; stopped early, after {points[-1][key] - first:.1f} of {args.minutes} {CLOCKS[key]}" * stopped
     resumed = f"\n- resumed from {args.resume} at {first:.1f} {CLOCKS[key]} (the rows before: that run's)"
+    resumed += f", with {changes}" if blob is not None and changes else ""
     resumed *= blob is not None
     line = SMARTBOT_2P if args.players == 2 else None
     title = f"imitating SmartBot ({args.players} players), {datetime.date.today()}"

@@ -324,10 +324,10 @@ def test_fitting_values_keeps_the_moves_and_makes_q_predict_the_points_to_come(t
 
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("device", DEVICES)
-def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, device):
+def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, device, monkeypatch):
     """experiments/imitation.py --save writes a blueprint every entry point loads, carrying the curve and
     counters; --resume continues them (the curve keeps its rows, the counters and both clocks go on from
-    the file's)."""
+    the file's), with the learning knobs named again changed and said so in the record."""
     from argparse import Namespace
 
     from experiments.imitation import run
@@ -360,3 +360,18 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
     wall = [h["wall_seconds"] for h in drawn]
     assert wall == pytest.approx([60 * p["wall_min"] for p in more]) and wall == sorted(wall) and wall[-1] > 0
     assert [h["mean"] for h in drawn] == [p["score"] for p in more] and "imitation" in about
+    import sys
+
+    from experiments import imitation
+
+    monkeypatch.setattr(sys, "argv", [
+        "imitation.py", "--resume", str(path), "--save", str(path), "--minutes", "0.002",
+        "--eval-every", "0.001", "--lr=5e-4", "--bomb-weight", "0.5", "--hidden", "32", "--device", device,
+        "--out", str(tmp_path / "o")])
+    imitation.main()  # --lr and --bomb-weight given again replace the file's; --hidden cannot
+    blob = ckpt.load(path, "blueprint")
+    assert blob["settings"]["lr"] == 5e-4 and blob["settings"]["bomb_weight"] == 0.5
+    assert blob["settings"]["hidden"] == 16 and blob["optimizer"]["param_groups"][0]["lr"] == 5e-4
+    assert len(blob["points"]) > len(more)
+    (written,) = (tmp_path / "o").glob("*.md")
+    assert "with lr 0.0005 (was 0.001), bomb-weight 0.5 (was 0.0)" in written.read_text()
