@@ -90,7 +90,8 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
     """Mean cross-entropy of the demonstrator's move under softmax(Q) over the legal moves, on the steps
     where a seat moves (the waiting seats' no-op is their only legal action and carries nothing). With a
     target network and td_weight > 0, plus td_weight times the learner's n-step double-Q TD loss (VDN sum,
-    no-ops included) on the same games, so that Q also predicts the return (values, not only logits)."""
+    no-ops included) on the same games, so that Q also predicts the return (values, not only logits). With
+    bomb_weight > 0, plus bomb_weight times -log P(no losing play) at the same steps (bombing_plays)."""
     legal = batch["legal"]
     b, t, p, a = legal.shape
     priv = players_as_rows(batch["priv"].float())
