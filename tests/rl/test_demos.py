@@ -368,6 +368,7 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
         "imitation.py", "--resume", str(path), "--save", str(path), "--minutes", "0.002",
         "--eval-every", "0.001", "--lr=5e-4", "--bomb-weight", "0.5", "--hidden", "32", "--device", device,
         "--out", str(tmp_path / "o")])
+    monkeypatch.setattr(imitation.signal, "signal", lambda *a: None)  # keep the test process's handlers
     imitation.main()  # --lr and --bomb-weight given again replace the file's; --hidden cannot
     blob = ckpt.load(path, "blueprint")
     assert blob["settings"]["lr"] == 5e-4 and blob["settings"]["bomb_weight"] == 0.5
