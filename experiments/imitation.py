@@ -65,8 +65,9 @@ NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
         "td_weight", "dagger", "bomb_weight")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
-RETUNABLE = ("lr", "dagger", "bomb_weight")
-"""Of those, the ones a resume may change by naming the flag again (the learning's knobs, not its shapes)."""
+RETUNABLE = {"lr": 1e-3, "dagger": 0.0, "bomb_weight": 0.0}
+"""Of those, the ones a resume may change by naming the flag again (the learning's knobs, not its shapes),
+with their defaults: their flags default to None, so a flag given (in any form argparse takes) shows."""
 CLOCKS = {"cpu_min": "CPU minutes", "wall_min": "wall minutes"}
 """A measurement's clocks: --minutes counts the first on a CPU device, the second on a GPU."""
 
@@ -248,13 +249,6 @@ def figure(points: list[dict], path, title: str, line: float | None, top: int, k
     plt.close(fig)
 
 
-def named(ap: argparse.ArgumentParser, dest: str, argv: list[str] | None = None) -> bool:
-    """Whether the command line names the flag that sets `dest` (as `--flag value` or `--flag=value`)."""
-    argv = sys.argv[1:] if argv is None else argv
-    flags = next(a.option_strings for a in ap._actions if a.dest == dest)
-    return any(arg == f or arg.startswith(f + "=") for arg in argv for f in flags)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=20.0,
@@ -264,17 +258,19 @@ def main() -> None:
                     help="the blueprint preset whose network (and TD constants) are trained; gpu and paper: "
                          "the paper-size network")
     ap.add_argument("--hidden", type=int, default=0, help="network width (default: the preset's)")
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=None, help=f"Adam's rate (default {RETUNABLE['lr']})")
     ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
     ap.add_argument("--td-weight", type=float, default=0.0,
                     help="add this times the blueprint learner's TD loss (n-step double Q, VDN; the demo "
                          "preset's gamma, n, target sync and clip) on the same games, so Q is also a value")
-    ap.add_argument("--dagger", type=float, default=0.0,
+    ap.add_argument("--dagger", type=float, default=None,
                     help="share of each chunk's games the network plays itself while SmartBot says what it "
-                         "would have played (DAgger: the network's states, SmartBot's moves as labels)")
-    ap.add_argument("--bomb-weight", type=float, default=0.0,
+                         "would have played (DAgger: the network's states, SmartBot's moves as labels; "
+                         "default 0)")
+    ap.add_argument("--bomb-weight", type=float, default=None,
                     help="add this times -log P(the move is no losing play) (the true own cards say which "
-                         "plays lose a life): the costliest copying error weighed beyond the cross-entropy")
+                         "plays lose a life): the costliest copying error weighed beyond the cross-entropy "
+                         "(default 0)")
     ap.add_argument("--chunk", type=int, default=256, help="fresh SmartBot games recorded at a time")
     ap.add_argument("--held-out", type=int, default=256, help="SmartBot games the agreement is measured on")
     ap.add_argument("--score-games", type=int, default=300, help="greedy self-play games per measurement")
@@ -297,16 +293,20 @@ def main() -> None:
     if args.resume:
         try:
             blob = ckpt.load(args.resume, BLUEPRINT_KIND, map_location="cpu")
-            retuned = {k: getattr(args, k) for k in RETUNABLE if named(ap, k)}
-            changes = ", ".join(f"{k.replace('_', '-')} {v} (was {blob['settings'].get(k, 0.0)})"
-                                for k, v in retuned.items() if v != blob["settings"].get(k, 0.0))
-            vars(args).update(blob["settings"], **retuned)
+            retuned = {k: getattr(args, k) for k in RETUNABLE if getattr(args, k) is not None}
+            was = {k: blob["settings"].get(k, d) for k, d in RETUNABLE.items()}  # older files lack new knobs
+            changes = ", ".join(f"{k.replace('_', '-')} {v} (was {was[k]})" for k, v in retuned.items()
+                                if v != was[k])
+            vars(args).update({**was, **blob["settings"], **retuned})
             if not {"games", "updates", "cpu_seconds"} <= set(blob["progress"]) or "points" not in blob:
                 raise KeyError("progress")
         except (ckpt.CheckpointError, OSError) as e:
             sys.exit(f"imitation: --resume {args.resume}: {e}")
         except (KeyError, TypeError):
             sys.exit(f"imitation: --resume {args.resume}: a blueprint, but not one saved by imitation --save")
+    for k, d in RETUNABLE.items():  # a fresh run: the defaults of the flags not given
+        if getattr(args, k) is None:
+            setattr(args, k, d)
     if args.save and Path(args.save).exists() and (
             not args.resume or Path(args.save).resolve() != Path(args.resume).resolve()):
         sys.exit(f"imitation: --save {args.save} exists; choose another path (or --resume it)")

@@ -366,10 +366,10 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
 
     monkeypatch.setattr(sys, "argv", [
         "imitation.py", "--resume", str(path), "--save", str(path), "--minutes", "0.002",
-        "--eval-every", "0.001", "--lr=5e-4", "--bomb-weight", "0.5", "--hidden", "32", "--device", device,
+        "--eval-every", "0.001", "--lr=5e-4", "--bomb", "0.5", "--hidden", "32", "--device", device,
         "--out", str(tmp_path / "o")])
     monkeypatch.setattr(imitation.signal, "signal", lambda *a: None)  # keep the test process's handlers
-    imitation.main()  # --lr and --bomb-weight given again replace the file's; --hidden cannot
+    imitation.main()  # --lr and --bomb-weight given again (in any form) replace the file's; --hidden cannot
     blob = ckpt.load(path, "blueprint")
     assert blob["settings"]["lr"] == 5e-4 and blob["settings"]["bomb_weight"] == 0.5
     assert blob["settings"]["hidden"] == 16 and blob["optimizer"]["param_groups"][0]["lr"] == 5e-4
