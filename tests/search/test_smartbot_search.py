@@ -21,6 +21,7 @@ from test_exact_range import DeckReference, assert_same, counting_posterior, gam
 
 from lbs.acting import play, seat_q
 from lbs.bots import SmartBot
+from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.config import DISCARD, PLAY
 from lbs.infer import InferenceServer, QNetHandle
@@ -219,13 +220,15 @@ def test_the_mover_view_keeps_what_the_whole_step_keeps(name: str) -> None:
                 assert torch.equal(x, y)
 
 
-def test_rollouts_play_smartbot_in_every_seat() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_rollouts_play_smartbot_in_every_seat(device: str) -> None:
     """A rollout of the blueprint's own move from a real position, with the real deck and the real seats'
-    states, plays out the real game: every seat is SmartBot through the same step."""
+    states, plays out the real game: every seat is SmartBot through the same step, with the batch shrinking
+    as games end (the CPU's eager loop) and through Graphs' fixed-length loop (captured on CUDA)."""
     game = SMALL["p2_c3_r3_h3"]
-    net = SmartBot(game)
+    net = SmartBot(game, device)
     n, p = 8, game.players
-    state = engine.reset(game, torch.arange(n) + 40)
+    state = engine.reset(game, torch.arange(n, device=device) + 40)
     hids = []
 
     def hook(turn):
@@ -238,8 +241,10 @@ def test_rollouts_play_smartbot_in_every_seat() -> None:
     for k in range(t + 1):
         _, _, _, replay_hid = seat_q(game, hids[k].state, net.step, replay_hid)
     horizon = int(engine.moves_left_bound(game, root).max()) - 1
-    got = rollout_returns(game, root, replay_hid, move, net.step, None, horizon)
-    assert torch.equal(got, (final.score - root.score).float())
+    want = (final.score - root.score).float()
+    for graphs in (None, Graphs(torch.device(device))):
+        got = rollout_returns(game, root, replay_hid, move, net.step, None, horizon, graphs)
+        assert torch.equal(got, want)
 
 
 def tiny_search(game: GameConfig) -> SearchConfig:
