@@ -17,10 +17,11 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
   search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
-  smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move (the Table 1 row's setting), 2 games
-           (on an H200: about 42 and 57 s; 8 games did not finish in 100 s)
-  smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 2 games: the cost per game,
-           split into range upkeep, counterfactual filters, draws and rollouts
+  smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move, 2 games, rollouts eager and captured
+           (on an H200, SPARTA: 20.1 s per game eager, 5.8 captured)
+  smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games at once, captured
+           rollouts: the cost per game, split into range upkeep, counterfactual filters, draws and rollouts
+           (on an H200: 8.2 s per game)
   overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
            their CUDA test, docs/gpu.md)
@@ -61,7 +62,7 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     """name -> (command, time limit in seconds)."""
     cuda = f"--device cuda --out {shlex.quote(str(out))}"
     search = f"experiments/bench_search.py --batch-games 64 --games 64 --cuda-graphs on {cuda}"
-    smartbot = f"experiments/bench_search.py --blueprint smartbot --batch-games 2 --games 2 {cuda}"
+    smartbot = f"experiments/bench_search.py --blueprint smartbot {cuda}"
     demo = ROOT / "runs" / "blueprint" / f"gpu-demo-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
     imitation = ROOT / "runs" / "imitation" / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.pt"
@@ -82,9 +83,10 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                    f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
         "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
                   f"{shlex.quote(str(out))}", 300),
-        "smartbot": (f"{smartbot} --modes sparta lbs-inf --rollouts 1000 --min-rollouts 50", 200),
-        "smartbot-10k": (f"{smartbot} --modes sparta --rollouts 10000 --min-rollouts 100 --budget reference",
-                         580),
+        "smartbot": (f"{smartbot} --batch-games 2 --games 2 --modes sparta lbs-inf --rollouts 1000 "
+                     f"--min-rollouts 50 --cuda-graphs both", 300),
+        "smartbot-10k": (f"{smartbot} --batch-games 8 --games 8 --modes sparta --rollouts 10000 "
+                         f"--min-rollouts 100 --budget reference --cuda-graphs on", 300),
         "demo": (f"{train} --preset gpu --demo_games 16384 --demo_ratio 0.5 --eval_every 250 "
                  f"--eval_games 1000 --max_minutes 1.5 --out_dir {shlex.quote(str(demo))}", 150),
         "demo-resume": (f"{train} --resume {shlex.quote(str(demo / 'latest.pt'))} --max_minutes 3", 150),
