@@ -46,6 +46,7 @@ from lbs.models import (
     load_blueprint,
     resolve_device,
     stored_blueprint_path,
+    training_record,
 )
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
@@ -314,9 +315,11 @@ def main(argv: list[str] | None = None) -> None:
     if is_rule_bot(bp_path):
         about_bp = "a rule bot, no weights"
     else:
-        bp_blob = ckpt.load(bp_path, "blueprint")
-        best_score = max((h["mean"] for h in bp_blob.get("history", [])), default=float("nan"))
-        about_bp = (f"sha256 {ckpt.file_hash(bp_path)[:16]}..., {bp_blob['counters']['updates']} updates, "
+        rec = training_record(ckpt.load(bp_path, "blueprint"))
+        curve = rec.get("history") or rec.get("points") or []
+        best_score = max((h.get("mean", h.get("score")) for h in curve), default=float("nan"))
+        updates = rec.get("counters", rec.get("progress", {})).get("updates", "?")
+        about_bp = (f"sha256 {ckpt.file_hash(bp_path)[:16]}..., {updates} updates, "
                     f"best greedy score {best_score:.3f}")
     lines = [
         "# Belief cross-entropy by turn (LBS Fig. 3) and sampling throughput, "

@@ -26,7 +26,7 @@ import torch
 
 from lbs import ckpt
 from lbs.hanabi import public_features
-from lbs.models import load_blueprint
+from lbs.models import load_blueprint, training_record
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.r2d2 import players_as_rows, rows_as_players
@@ -101,7 +101,7 @@ def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
     net.head.adv.weight.mul_(float(w[-1]))
     net.head.adv.bias.mul_(float(w[-1]))
     payload = {"config": blob["config"], "game": blob.get("game", blob["config"]["game"]),
-               "model": net.state_dict(),
+               "model": net.state_dict(), "trained": training_record(blob),
                "fitted_values": {"from": str(path), "games": start, "minutes": minutes,
                                  "advantage_scale": float(w[-1]),
                                  "error": rounds[-1]["error"] if rounds else None}}

@@ -14,6 +14,7 @@ from .io import (
     load_blueprint,
     resolve_device,
     stored_blueprint_path,
+    training_record,
 )
 from .qnet import HiddenState, NetConfig, QNet, make_qnet
 
@@ -33,4 +34,5 @@ __all__ = [
     "make_qnet",
     "resolve_device",
     "stored_blueprint_path",
+    "training_record",
 ]

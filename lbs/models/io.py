@@ -72,6 +72,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+TRAINING_RECORDS = ("counters", "history", "settings", "progress", "points")
+"""What a blueprint file keeps of its training: R2D2's counters and evaluations (train/blueprint.py), or
+imitation's settings, progress and curve (experiments/imitation.py)."""
+
+
+def training_record(blob: dict) -> dict:
+    """A blueprint file's training record: its own fields, or, in a derived file (values refitted, weights
+    shipped), the record it carries under "trained", where neither trainer mistakes it for a run to resume."""
+    return blob.get("trained") or {k: blob[k] for k in TRAINING_RECORDS if k in blob}
+
+
 def float_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Shipped files are fp16; models run in fp32."""
     return {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}

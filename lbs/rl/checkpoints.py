@@ -19,7 +19,7 @@ from .. import ckpt
 from ..configs import from_dict, to_dict
 from ..hanabi.config import GameConfig
 from ..models.io import BLUEPRINT_KIND as KIND
-from ..models.io import float_weights
+from ..models.io import float_weights, training_record
 from ..models.qnet import NetConfig
 from ..runs import Lifecycle
 from .config import TrainConfig
@@ -59,8 +59,9 @@ def read_init(path: str | Path, cfg: TrainConfig) -> tuple[dict[str, torch.Tenso
         stored = {"game": GameConfig.from_dict(blob["config"]["game"]),
                   "net": from_dict(NetConfig, blob["config"]["net"])}
         weights = blob["model"]
-        history = blob.get("history") or [{}]
-        cpu = float(blob.get("progress", {}).get("cpu_seconds", history[-1].get("cpu_seconds", 0.0)))
+        rec = training_record(blob)
+        history = rec.get("history") or [{}]
+        cpu = float(rec.get("progress", {}).get("cpu_seconds", history[-1].get("cpu_seconds", 0.0)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ckpt.CheckpointError(f"init {path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
     for name, theirs in stored.items():

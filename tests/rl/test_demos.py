@@ -376,3 +376,41 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
     assert len(blob["points"]) > len(more)
     (written,) = (tmp_path / "o").glob("*.md")
     assert "with lr 0.0005 (was 0.001), bomb-weight 0.5 (was 0.0)" in written.read_text()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_shipped_imitation_network_says_how_it_was_trained(tmp_path, monkeypatch):
+    """imitation --save, then fit_values, then ship_blueprint: the shipped file carries the imitation run's
+    record under "trained" (with what the value fit did), its card says both, and it is no run to resume."""
+    import sys
+    from argparse import Namespace
+
+    from experiments import imitation, ship_blueprint
+    from experiments.fit_values import fit
+    from lbs import ckpt
+    from lbs.models import load_blueprint
+
+    path = tmp_path / "imit.pt"
+    args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
+                     chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.0, dagger=0.5,
+                     bomb_weight=2.0, save=str(path), device="cpu")
+    points, _ = imitation.run(args)
+    payload, _ = fit(str(path), minutes=0.01, games=8, seed=0)
+    payload["fitted_values"]["moves_changed"] = [0, 123]
+    ckpt.save(tmp_path / "values.pt", "blueprint", payload)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    monkeypatch.setattr(sys, "argv", ["ship_blueprint.py", "values.pt", "--name", "bp", "--games", "8"])
+    ship_blueprint.main()
+    blob = ckpt.load(tmp_path / "checkpoints" / "bp.pt", "blueprint")
+    assert blob["trained"]["progress"]["updates"] == points[-1]["updates"] > 0
+    assert blob["trained"]["settings"]["bomb_weight"] == 2.0
+    assert blob["fitted_values"]["moves_changed"] == [0, 123]
+    assert not {"optimizer", "progress", "points"} & set(blob)
+    card = (tmp_path / "checkpoints" / "bp.md").read_text()
+    assert f"imitation of SmartBot (experiments/imitation.py), {points[-1]['updates']:,} updates of 4" in card
+    assert "DAgger 0.5, losing plays weighed 2.0" in card and "0 of 123 greedy choices changed" in card
+    load_blueprint(tmp_path / "checkpoints" / "bp.pt")
+    monkeypatch.setattr(sys, "argv", ["imitation.py", "--resume", "checkpoints/bp.pt", "--save", "x.pt"])
+    with pytest.raises(SystemExit, match="not one saved by imitation --save"):
+        imitation.main()
