@@ -86,8 +86,9 @@ def training(blob: dict, cfg: TrainConfig) -> str:
         last = rec["points"][-1] if rec.get("points") else None
         lines.append(
             f"Training: imitation of SmartBot (experiments/imitation.py), {g['updates']:,} updates of "
-            f"{st['batch_size']} games, {g['games']:,} fresh SmartBot games, {g['cpu_seconds'] / 60:.0f} CPU "
-            f"minutes; last settings: lr {st['lr']}, DAgger {st.get('dagger', 0.0)}, losing plays weighed "
+            f"{st['batch_size']} games, {g['games']:,} fresh games labelled by SmartBot (DAgger's played by "
+            f"the network), {g['cpu_seconds'] / 60:.0f} CPU minutes; last settings: lr {st['lr']}, DAgger "
+            f"{st.get('dagger', 0.0)}, losing plays weighed "
             f"{st.get('bomb_weight', 0.0)}"
             + (f"; last agreement with SmartBot {100 * last['agree']:.1f}%." if last else "."))
     fv = blob.get("fitted_values")
