@@ -470,8 +470,9 @@ def combine(args, out: Path) -> None:
     known = [{"reference_budget": False, "keep_lost_points": False, "blueprint_knowledge": False,
               **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
-    for k in keys:  # how LBS drew its hands matters only between runs that played LBS
-        if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k != "blueprint_knowledge"}) > 1:
+    lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
+    for k in keys:
+        if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k not in lbs_only}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
     pieces: dict[str, list[tuple[int, Row]]] = {}  # mode -> (first deal, its row in one run)
     for path, d in runs:

@@ -114,6 +114,12 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     assert combine(tmp_path, a, alone).returncode == 0
     sparta = run_json(tmp_path / "sparta.json", [5.0, 6.0], {"sparta": [6.0, 7.0]})  # no LBS hand drawn
     assert combine(tmp_path, knows, sparta).returncode == 0
+    # nor from which belief: a run without LBS may have had none
+    unbelieving = run_json(tmp_path / "none.json", [5.0, 6.0], {"sparta": [6.0, 7.0]}, belief=None)
+    assert combine(tmp_path, a, unbelieving).returncode == 0
+    other = run_json(tmp_path / "other.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, belief="other.pt")
+    res = combine(tmp_path, a, other)
+    assert res.returncode != 0 and "differ in belief" in res.stderr
 
 
 def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):
