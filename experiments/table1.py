@@ -38,7 +38,7 @@ from lbs.models.io import blueprint_identity, shipped_belief
 from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.scoring import eval_games
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import SearchConfig
+from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.setup import build_search
@@ -181,7 +181,10 @@ def run(args, state: Kept) -> None:
         return combine(args, out)
     try:
         device = resolve_device(args.device)
-        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        if not any(Mode.parse(m).sampler is Sampler.BELIEF for m in args.modes):
+            args.belief = None  # no mode draws from a belief: none is loaded, checked or recorded
+        elif args.belief is None:
+            args.belief = shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
         setup = build_search("blueprint", args.blueprint, args.belief, device, cfg, players=args.players)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
     except (CheckpointError, ValueError) as e:

@@ -261,6 +261,21 @@ def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
                                                "(--belief)"]
 
 
+def test_a_table_without_lbs_loads_no_belief(tmp_path):
+    """SPARTA and the blueprint draw no hands from a belief, so a table of those modes neither loads nor
+    checks one (a belief for another blueprint is not refused) and records none."""
+    root = SCRIPT.parent.parent / "checkpoints"
+    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "blueprint_2c.pt"), "--belief",
+           str(root / "belief_2p.pt"), "--games", "2", "--threads", "1", "--rollouts", "170",
+           "--min-rollouts", "10", "--out", str(tmp_path)]
+    res = subprocess.run([*cmd, "--modes", "blueprint", "sparta"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(next(tmp_path.glob("table1_*.json")).read_text())["settings"]["belief"] is None
+    lbs = subprocess.run([*cmd, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True, timeout=300)
+    assert lbs.returncode != 0 and "Traceback" not in lbs.stderr and len(lbs.stderr.strip().splitlines()) == 1
+
+
 def test_the_table_splits_each_gain_by_the_blueprints_score_on_the_deal(tmp_path):
     """Scores <= max - 4 join one bucket; each bucket pairs the mode with the blueprint on its deals."""
     bp = [10.0, 3.0, 8.0, 8.0, 9.0, 10.0]
