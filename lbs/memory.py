@@ -18,14 +18,15 @@ KEEP_BYTES = 1 << 30
 """Blocks up to this size come from (and return to) the heap; free heap top up to this size is kept."""
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
-_USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
+USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
+"""Environment variables by which a user sets glibc's allocator: any of them set, lbs leaves it alone."""
 
 
 def keep_freed_memory() -> bool:
     """Let glibc keep freed blocks of up to KEEP_BYTES for reuse; True if the setting was made here."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
-    if any(name in os.environ for name in _USER_SETTINGS):
+    if any(name in os.environ for name in USER_SETTINGS):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lbs.memory import _USER_SETTINGS
+from lbs.memory import USER_SETTINGS
 
 PROBE = """
 import resource, torch
@@ -25,7 +25,7 @@ PAGES = 16384 * 658 * 4 // 4096  # pages of one float copy
 
 
 def _faults(imports: str, **env: str) -> int:
-    clean = {k: v for k, v in os.environ.items() if k not in _USER_SETTINGS}
+    clean = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
     out = subprocess.run([sys.executable, "-c", PROBE.format(imports=imports)], env={**clean, **env},
                          capture_output=True, text=True, check=True)
     return int(out.stdout)
