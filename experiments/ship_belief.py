@@ -90,7 +90,7 @@ The counting prior alone (the same counts slot by slot, no network) scores {res.
 belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned from the blueprint's play.
 
 - Blueprint: `{args.blueprint}` ({tied}).
-- Trained on: {machine()}; {blob.get("global_step")} optimizer steps.
+- Scored and shipped on: {machine()}; {blob.get("global_step")} optimizer steps (where they ran: the notes).
 - Game: `{game}`
 - Model: `{cfg.model}`
 - Training: lr {cfg.lr}, batch {cfg.batch_size} streams, replay {cfg.replay_capacity} streams, explore {cfg.explore}.

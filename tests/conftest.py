@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from lbs.acting import legal_with_noop
+from lbs.bots.smartbot import EAGER_VARIABLE
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.hanabi.variants import FULL_GAMES, VARIANTS  # noqa: F401  (suites import FULL_GAMES from here)
+
+# SmartBot compiles its step on the CPU once per process and game shape (half a minute on a cold cache): the
+# suite, its subprocesses included, runs it eagerly; tests/bots/test_smartbot.py checks the compiled path.
+os.environ[EAGER_VARIABLE] = "1"
 
 CONFIGS = VARIANTS  # every suite that loops over game rules uses the package's one registry
 

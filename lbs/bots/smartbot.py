@@ -20,12 +20,21 @@ The reference caches playable / valuable / worthless per card and refreshes the 
 value it reads equals the value computed from the current identity set and board, so they are recomputed
 here. The reference reads each move before it takes effect (tokens, fireworks, deck as they were), so the
 state keeps the board it last saw.
+
+On the CPU the two costliest pieces, reading a move into the knowledge (`observe`) and deciding (`decide`),
+run compiled by torch.compile (each a few hundred small element-wise operations that Inductor fuses into a
+few loops; compiled once per process and game shape: half a minute the first time on a machine, seconds
+once Inductor's cache holds it); `LBS_EAGER=1` in the environment runs them eagerly.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import torch
 from torch import nn
@@ -120,6 +129,38 @@ def check_game(game: GameConfig) -> None:
     if game.max_life_tokens > MAX_LIVES:
         raise ValueError(f"GameConfig.max_life_tokens={game.max_life_tokens}: SmartBot plays with at most "
                          f"{MAX_LIVES} lives")
+
+
+_F = TypeVar("_F", bound=Callable)
+
+
+EAGER_VARIABLE = "LBS_EAGER"
+"""Set to 1 in the environment, SmartBot never compiles (the tests set it; one checks the compiled path)."""
+
+
+def _compiled_on_cpu(fn: _F) -> _F:
+    """fn(game, x, ...) compiled by torch.compile where x is a batch of at least two rows on the CPU (one row
+    would compile again for its own shape, for no gain); elsewhere, with LBS_EAGER=1, and for good once
+    compiling has failed (no C++ compiler, say), fn itself. The same results: integer work, and floats only
+    compared."""
+    compiled = torch.compile(fn, dynamic=True)
+    failed: list[BaseException] = []
+
+    @functools.wraps(fn)
+    def run(game: GameConfig, x, *args):
+        t = x if isinstance(x, torch.Tensor) else x.possible
+        if (failed or t.device.type != "cpu" or t.shape[0] < 2 or torch.compiler.is_compiling()
+                or os.environ.get(EAGER_VARIABLE) == "1"):
+            return fn(game, x, *args)
+        try:
+            return compiled(game, x, *args)
+        except Exception as e:  # noqa: BLE001  (fn itself runs next: a bug in it raises there)
+            failed.append(e)
+            warnings.warn(f"SmartBot runs eagerly: torch.compile failed ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning, stacklevel=2)
+            return fn(game, x, *args)
+
+    return run  # type: ignore[return-value]
 
 
 class SmartBot(nn.Module):
@@ -428,6 +469,7 @@ def advance(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     return settle(game, possible, ob.present, ob.seen)
 
 
+@_compiled_on_cpu
 def observe(game: GameConfig, state: SmartBotState, ob: _Obs) -> torch.Tensor:
     """The knowledge after the last move, read against the board as it was before the move."""
     g, mk = game, _masks(game, ob.deck.device)
@@ -555,6 +597,7 @@ def _stop_at_fixed_point(device: torch.device) -> bool:
 
 
 # ---- choosing a move ------------------------------------------------------------------------------------
+@_compiled_on_cpu
 def decide(game: GameConfig, possible: torch.Tensor, ob: _Obs, bd: _Board) -> torch.Tensor:
     """SmartBot's move [R] for the observer (relative player 0) of each row (bd: the board now): the first
     rule that applies, in the reference's order."""

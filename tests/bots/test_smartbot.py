@@ -65,6 +65,25 @@ def test_every_reference_move_in_every_fixture_game(players, device):
     assert scores.tolist() == [g["score"] for g in games]
 
 
+def test_compiled_bot_makes_every_reference_move(monkeypatch, recwarn):
+    """Outside the tests SmartBot's observe and decide run compiled on the CPU: compiled, it makes every move
+    of the 2-player fixture games, as eagerly, and compiling did not fall back to eager."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.delenv(sb.EAGER_VARIABLE)
+    games = load_games(2)
+    game = GameConfig(players=2)
+    steps = max(len(g["moves"]) for g in games)
+    recorded = torch.full((len(games), steps), -1, dtype=torch.long)
+    for i, g in enumerate(games):
+        recorded[i, : len(g["moves"])] = torch.tensor(g["moves"])
+    graphs = counters["stats"]["unique_graphs"]
+    moves, scores = play_decks(game, torch.tensor([g["deck"] for g in games]), steps)
+    assert counters["stats"]["unique_graphs"] > graphs  # compiled here (not all of them from an earlier test)
+    assert not [w for w in recwarn if "runs eagerly" in str(w.message)]
+    assert torch.equal(moves, recorded) and scores.tolist() == [g["score"] for g in games]
+
+
 def test_scores_mark_the_move_and_idle_seats_pass():
     """Scores are 1 on the move (legal for the seat to move); seats not to move get the no-op."""
     game = GameConfig(players=3)
