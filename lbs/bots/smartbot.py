@@ -143,7 +143,7 @@ def _compiled_on_cpu(fn: _F) -> _F:
     would compile again for its own shape, for no gain); elsewhere, with LBS_EAGER=1, and for good once
     compiling has failed (no C++ compiler, say), fn itself. The same results: integer work, and floats only
     compared."""
-    compiled = torch.compile(fn, dynamic=True)
+    compiled: list[Callable] = []  # made on first use: importing torch.compile's machinery takes a second
     failed: list[BaseException] = []
 
     @functools.wraps(fn)
@@ -153,7 +153,9 @@ def _compiled_on_cpu(fn: _F) -> _F:
                 or os.environ.get(EAGER_VARIABLE) == "1"):
             return fn(game, x, *args)
         try:
-            return compiled(game, x, *args)
+            if not compiled:
+                compiled.append(torch.compile(fn, dynamic=True))
+            return compiled[0](game, x, *args)
         except Exception as e:  # noqa: BLE001  (fn itself runs next: a bug in it raises there)
             failed.append(e)
             warnings.warn(f"SmartBot runs eagerly: torch.compile failed ({type(e).__name__}: "
