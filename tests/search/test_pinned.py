@@ -3,7 +3,8 @@ counts, through a digest), every move played, the scores, deviations and fallbac
 with the shipped pairs. The pinned values were recorded from these runs before the search set-up was
 redesigned; a change that alters any of them changes behaviour. 2c/sparta-r40 was recorded again when a range
 above its max range began to be drawn from by rejection (it played the blueprint there before), and 2p/lbs-16
-when the shipped full-game pair was replaced (the blueprint learnt from SmartBot's games and its belief)."""
+when the shipped full-game pair was replaced (the blueprint learnt from SmartBot's games and its belief), and
+again when that belief was replaced by the same run trained longer."""
 
 from __future__ import annotations
 
