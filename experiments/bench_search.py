@@ -27,11 +27,10 @@ import torch
 from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.models import resolve_device
-from lbs.models.io import shipped_belief
 from lbs.search.agent import play_games
-from lbs.search.config import Mode, Sampler, SearchConfig
+from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
-from lbs.search.setup import build_search
+from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
@@ -92,10 +91,7 @@ def main() -> None:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        if not any(Mode.parse(m).sampler is Sampler.BELIEF for m in args.modes):
-            args.belief = None  # no mode draws from a belief: none is loaded or checked
-        elif args.belief is None:
-            args.belief = shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        args.belief = belief_for(args.modes, args.belief, args.blueprint, ROOT / "checkpoints", args.players)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
             setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce,

@@ -34,14 +34,14 @@ from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer
 from lbs.models import load_blueprint, resolve_device
-from lbs.models.io import blueprint_identity, shipped_belief
+from lbs.models.io import blueprint_identity
 from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.scoring import eval_games
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import Mode, Sampler, SearchConfig
+from lbs.search.config import SearchConfig
 from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
-from lbs.search.setup import build_search
+from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
@@ -181,10 +181,7 @@ def run(args, state: Kept) -> None:
         return combine(args, out)
     try:
         device = resolve_device(args.device)
-        if not any(Mode.parse(m).sampler is Sampler.BELIEF for m in args.modes):
-            args.belief = None  # no mode draws from a belief: none is loaded, checked or recorded
-        elif args.belief is None:
-            args.belief = shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        args.belief = belief_for(args.modes, args.belief, args.blueprint, ROOT / "checkpoints", args.players)
         setup = build_search("blueprint", args.blueprint, args.belief, device, cfg, players=args.players)
         runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
     except (CheckpointError, ValueError) as e:

@@ -37,13 +37,13 @@ from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names
 from lbs.hanabi.interop.text import playthrough
 from lbs.models import resolve_device
-from lbs.models.io import blueprint_identity, shipped_belief
+from lbs.models.io import blueprint_identity
 from lbs.runs import InUseError, Stopped, StopSignals, hold, signal_name
 from lbs.search.agent import Progress, play_games
 from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.journal import Journal, play_kept, result_to_dict
 from lbs.search.report import summarize_run
-from lbs.search.setup import BLUEPRINT, build_search
+from lbs.search.setup import BLUEPRINT, belief_for, build_search
 from lbs.shards import launch, plan, process_rank, rank_device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,10 +201,8 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
         if cfg.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         out = result_file(args, mode) if shard.main else None
-        if mode.sampler is Sampler.BELIEF and args.belief is None:  # without one, the set-up says so
-            args.belief = shipped_belief(args.blueprint, CHECKPOINTS, args.players)
-        belief = args.belief if mode.sampler is Sampler.BELIEF else None
-        setup = build_search(BLUEPRINT, args.blueprint, belief, device, cfg, coalesce=args.groups > 1,
+        args.belief = belief_for([mode], args.belief, args.blueprint, CHECKPOINTS, args.players)
+        setup = build_search(BLUEPRINT, args.blueprint, args.belief, device, cfg, coalesce=args.groups > 1,
                              profile=args.profile, players=args.players)
         try:
             if not (args.paper or args.rollouts):  # the quick budget grows with the game's moves

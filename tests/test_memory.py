@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
+from lbs.hanabi import GameConfig
 from lbs.memory import USER_SETTINGS
 
 PROBE = """
 import resource, torch
 {imports}
-x = torch.zeros(16384, 658, dtype=torch.uint8)  # as a rollout batch's observations: 43 MB as floats
+x = torch.zeros({rows}, {dim}, dtype=torch.uint8)  # as a rollout batch's observations: 43 MB as floats
 for _ in range(10):  # the heap settles: the first few copies may still grow it
     x.float()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -21,13 +22,15 @@ for _ in range(5):
     x.float()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
-PAGES = 16384 * 658 * 4 // 4096  # pages of one float copy
+ROWS, DIM = 8192 * 2, GameConfig().private_dim  # every seat of 8,192 two-player games
+PAGES = ROWS * DIM * 4 // 4096  # pages of one float copy
 
 
 def _faults(imports: str, **env: str) -> int:
     clean = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
-    out = subprocess.run([sys.executable, "-c", PROBE.format(imports=imports)], env={**clean, **env},
-                         capture_output=True, text=True, check=True)
+    probe = PROBE.format(imports=imports, rows=ROWS, dim=DIM)
+    out = subprocess.run([sys.executable, "-c", probe], env={**clean, **env}, capture_output=True, text=True,
+                         check=True)
     return int(out.stdout)
 
 

@@ -16,6 +16,7 @@ from ..acting import QFunction
 from ..hanabi.config import GameConfig
 from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
+from ..models.io import shipped_belief
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
 from .samplers import CardKnowledge, HandSampler, LearnedBelief, serve
@@ -142,6 +143,16 @@ class SearchSetup:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def belief_for(modes: list[Mode | str], belief: str | Path | None, blueprint: str | Path, checkpoints: Path,
+               players: int | None = None) -> str | Path | None:
+    """The belief file the modes draw their hands from: `belief`, else the one shipped for the blueprint
+    (None if there is none: the set-up then says the mode needs one); None when no mode draws from a belief,
+    so that none is loaded, checked against the blueprint or recorded."""
+    if not any(Mode.parse(str(m)).sampler is Sampler.BELIEF for m in modes):
+        return None
+    return belief if belief is not None else shipped_belief(blueprint, checkpoints, players)
 
 
 def build_search(mode: Mode | str, blueprint: str | Path, belief: str | Path | None = None,
