@@ -33,9 +33,9 @@ else:  # python experiments/compare_tables.py: this folder is first on the impor
     from table1 import score_buckets
 
 NAME = "compare_tables"
-SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "reference_budget",
+SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
             "keep_lost_points", "blueprint_knowledge")
-DEFAULTS = {"reference_budget": False, "keep_lost_points": False,
+DEFAULTS = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
             "blueprint_knowledge": False}  # tables recorded before these were
 
 

@@ -89,6 +89,9 @@ def main() -> None:
     ap.add_argument("--rollouts", type=int, default=1000)
     ap.add_argument("--min-rollouts", type=int, default=50)
     ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
+    ap.add_argument("--delta", type=float, default=SearchConfig.delta,
+                    help="play the search move only if its mean beats the blueprint move's by more than "
+                    "this (SearchConfig.delta)")
     ap.add_argument("--reference-budget", action="store_true",
                     help="spend the budget as the reference SPARTA does (SearchConfig.reference_budget)")
     ap.add_argument("--keep-lost-points", action="store_true",
@@ -167,7 +170,7 @@ def run(args, state: Kept) -> None:
     try:
         if args.combine is None:
             checked(args)
-            cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts,
+            cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta,
                                max_range=args.max_range, max_rows=args.max_rows, cuda_graphs=args.cuda_graphs,
                                reference_budget=args.reference_budget,
                                keep_lost_points=args.keep_lost_points,
@@ -198,14 +201,15 @@ def run(args, state: Kept) -> None:
         f"- Command: `python {' '.join(sys.argv)}`",
         f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
         f"seed {args.seed}), {args.rollouts} rollouts per searched move, {args.min_rollouts} per move before "
-        f"pruning, delta 0.05, SPARTA max range {args.max_range:,}"
+        f"pruning, delta {args.delta:g}, SPARTA max range {args.max_range:,}"
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
            if args.reference_budget else "")
         + ("; rollouts score a lost game as its points minus one" if args.keep_lost_points else "")
         + ("; LBS draws its hands within the blueprint's card knowledge." if knows else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
-                "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "max_range": args.max_range,
+                "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "delta": args.delta,
+                "max_range": args.max_range,
                 "reference_budget": args.reference_budget, "keep_lost_points": args.keep_lost_points,
                 "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
                 "belief": Path(args.belief).name if args.belief else None,
@@ -465,9 +469,10 @@ def combine(args, out: Path) -> None:
         if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
                 and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
-    keys = ("game", "seed", "rollouts", "min_rollouts", "reference_budget", "keep_lost_points",
+    keys = ("game", "seed", "rollouts", "min_rollouts", "delta", "reference_budget", "keep_lost_points",
             "blueprint_knowledge", "blueprint", "belief")
-    known = [{"reference_budget": False, "keep_lost_points": False, "blueprint_knowledge": False,
+    known = [{"delta": SearchConfig.delta, "reference_budget": False, "keep_lost_points": False,
+              "blueprint_knowledge": False,
               **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
     lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS

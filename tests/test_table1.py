@@ -102,6 +102,12 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     assert "Traceback" not in res.stderr
     shared = run_json(tmp_path / "shared.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, reference_budget=False)
     assert combine(tmp_path, a, shared).returncode == 0
+    # so is the margin a search move must win by (runs before the field: 0.05)
+    wide = run_json(tmp_path / "wide.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, delta=0.5)
+    res = combine(tmp_path, a, wide)
+    assert res.returncode != 0 and "differ in delta" in res.stderr
+    assert combine(tmp_path, a, run_json(tmp_path / "narrow.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]},
+                                         delta=0.05)).returncode == 0
     # so is how a rollout scores a lost game (runs before the field: HLE's 0)
     kept = run_json(tmp_path / "kept.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, keep_lost_points=True)
     res = combine(tmp_path, a, kept)
