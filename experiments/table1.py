@@ -471,7 +471,7 @@ def combine(args, out: Path) -> None:
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
     keys = ("game", "seed", "rollouts", "min_rollouts", "delta", "reference_budget", "keep_lost_points",
             "blueprint_knowledge", "blueprint", "belief")
-    known = [{"delta": SearchConfig.delta, "reference_budget": False, "keep_lost_points": False,
+    known = [{"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
               "blueprint_knowledge": False,
               **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
