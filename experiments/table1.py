@@ -333,9 +333,11 @@ def table(rows: list[Row]) -> list[str]:
                 speed = f"{sparta.summary['seconds_per_game'] / s['seconds_per_game']:.1f}x"
         split = " / ".join(f"{r.split[k]:.0f}" for k in ("networks", "engine", "sampler", "rest")) \
             if r.split else "—"
+        timed = not math.isnan(s["seconds_per_game"])  # a row joined from two machines has no time
+        secs, rate = (f"{s['seconds_per_game']:.2f}", f"{s['rollouts_per_s']:,.0f}") if timed else ("—", "—")
         out.append(
             f"| {r.mode} | {s['games']} | {score} | {diff:+.3f} ± {sem:.3f} | {100 * sc['perfect']:.1f} "
-            f"| {s['seconds_per_game']:.2f} | {s['rollouts_per_s']:,.0f} | {s['deviation_pct']:.1f} "
+            f"| {secs} | {rate} | {s['deviation_pct']:.1f} "
             f"| {s['fallback_pct']:.1f} | {kept} | {speed} | {split} |"
         )
     return out
@@ -584,6 +586,9 @@ def join(rows: list[Row]) -> Row:
     if all(r.split for r in rows):
         split = {k: sum(r.split[k] for r in rows) for k in rows[0].split}
     one = all(same_machine(r.machine, rows[0].machine) for r in rows)  # else unknown: no speed-up
+    if not one:  # seconds from two machines add up to no one machine's time
+        summary.update(seconds=math.nan, seconds_per_game=math.nan, seconds_per_search=math.nan,
+                       rollouts_per_s=math.nan)
     return Row(rows[0].mode, summary, scores, base, split, " + ".join(r.source for r in rows),
                rows[0].machine if one else "")
 
@@ -601,6 +606,8 @@ def figure(rows: list[Row], game: GameConfig) -> bytes:
     for r in rows:
         diff, sem = r.paired()
         x = r.summary["seconds_per_game"]
+        if math.isnan(x):  # joined from runs on two machines: no time to place it at
+            continue
         ax.errorbar(x, diff, yerr=sem, fmt="o", capsize=3)
         ax.annotate(f"{r.mode} ({len(r.scores)})", (x, diff), textcoords="offset points", xytext=(5, 5))
     ax.axhline(0, color="grey", lw=0.8)

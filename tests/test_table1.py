@@ -167,6 +167,24 @@ def test_combine_gives_no_speed_up_between_machines(tmp_path):
     assert "NVIDIA H100" in res.stdout  # each row names where it ran
 
 
+def test_a_row_joined_from_two_machines_has_no_time(tmp_path):
+    """Deals 0..1 searched on a GPU and 2..3 on a CPU join into one row of scores, but their seconds add up
+    to no one machine's time: the row shows none, and the figure leaves it out."""
+    bp = [5.0, 6.0, 7.0, 4.0]
+    gpu = run_json(tmp_path / "gpu.json", bp[:2], {"lbs-8": [6.0, 7.0]}, seconds=0.2, machine="Xeon (16 "
+                   "cores, load average 1.0), 16 torch threads, NVIDIA H100 80GB HBM3, torch 2.11.0+cu130")
+    cpu = run_json(tmp_path / "cpu.json", bp[2:], {"lbs-8": [8.0, 5.0]}, first=2, seconds=8.0)
+    same = run_json(tmp_path / "cpu2.json", bp[2:], {"lbs-1": [7.0, 4.0]}, first=2, seconds=3.0,
+                    machine=CPU.format(2.0, 1))
+    first = run_json(tmp_path / "cpu1.json", bp[:2], {"lbs-1": [5.0, 6.0]}, seconds=1.0)
+    res = combine(tmp_path, gpu, cpu, first, same)
+    assert res.returncode == 0, res.stderr
+    rows = table_rows(res.stdout.split("Paired gain by")[0])
+    assert rows["lbs-8"][1] == "4" and rows["lbs-8"][3] == "+1.000 ± 0.000"  # the scores join
+    assert rows["lbs-8"][5] == "—" and rows["lbs-8"][6] == "—"  # no time, no rate
+    assert rows["lbs-1"][5] == "2.00"  # one CPU under two loads: its time still adds up
+
+
 def test_a_run_saves_its_finished_modes_marked_partial(tmp_path):
     """table1 rewrites its files after every mode: a run stopped mid-way keeps the rows it finished."""
     from experiments import table1 as t1
