@@ -17,6 +17,10 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
   search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
+  table1   the shipped pair's Table 1 at delta 0.5, 1,000 rollouts, 208 deals: blueprint and the LBS modes
+           (64 games at once; on an H100 200 s for LBS-inf, LBS-32, LBS-8 and LBS-1 together)
+  table1-sparta  its SPARTA row (32 games at once: 64 ranges overflow an H100's 80 GB; 150 s there);
+           join the two with `python experiments/table1.py --combine <out>/table1/*.json`
   smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move, 2 games, rollouts eager and captured
            (on an H200, SPARTA: 20.1 s per game eager, 5.8 captured)
   smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games at once, captured
@@ -63,6 +67,8 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     cuda = f"--device cuda --out {shlex.quote(str(out))}"
     search = f"experiments/bench_search.py --batch-games 64 --games 64 --cuda-graphs on {cuda}"
     smartbot = f"experiments/bench_search.py --blueprint smartbot {cuda}"
+    table1 = (f"experiments/table1.py --games 208 --rollouts 1000 --min-rollouts 50 --delta 0.5 "
+              f"--max-rows 65536 --cuda-graphs --device cuda --out {shlex.quote(str(out / 'table1'))}")
     demo = ROOT / "runs" / "blueprint" / f"gpu-demo-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
     imitation = ROOT / "runs" / "imitation" / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.pt"
@@ -83,6 +89,8 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                    f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
         "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
                   f"{shlex.quote(str(out))}", 300),
+        "table1": (f"{table1} --batch-games 64 --modes blueprint lbs-16 lbs-inf lbs-32 lbs-8 lbs-1", 480),
+        "table1-sparta": (f"{table1} --batch-games 32 --modes blueprint sparta", 300),
         "smartbot": (f"{smartbot} --batch-games 2 --games 2 --modes sparta lbs-inf --rollouts 1000 "
                      f"--min-rollouts 50 --cuda-graphs both", 300),
         "smartbot-10k": (f"{smartbot} --batch-games 8 --games 8 --modes sparta --rollouts 10000 "
