@@ -53,8 +53,9 @@ QUICK = SearchConfig(rollouts=500, min_rollouts=25, delta=0.5)
 """The default budget: a first run finishes in minutes on a CPU (rollouts raised to min_rollouts per legal
 move where that is more: 750 for 3 players, 950 for 4). With so few rollouts a move's mean is a few tenths
 of a point uncertain, so the best of some twenty candidates beats the blueprint's by 0.05 by chance on
-most moves; a margin of 0.5 keeps the deviations that gain (on the full game at 1,000 rollouts LBS-16
-gains +1.9 over 416 deals at 0.5, +0.5 over 208 at 0.05: docs/search.md)."""
+most moves; a margin of 0.5 keeps the deviations that gain (full game, shipped pair: at this budget LBS-16
+gains +0.9 on 64 deals at 0.5 and loses -1.9 at 0.05; at 1,000 rollouts +1.9 over 416 deals at 0.5:
+docs/search.md)."""
 PAPER = SearchConfig()
 """The LBS paper's budget (SearchConfig's defaults)."""
 
@@ -65,7 +66,8 @@ def parser() -> argparse.ArgumentParser:
                     help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf, sparta (default lbs-16)")
     ap.add_argument("--paper", action="store_true",
                     help=f"start from the paper's budget ({PAPER.rollouts:,} rollouts per move, "
-                    f"{PAPER.min_rollouts} per move before pruning) instead of the quick default "
+                    f"{PAPER.min_rollouts} per move before pruning, delta {PAPER.delta}) instead of the "
+                    "quick default "
                     f"({QUICK.rollouts:,} and {QUICK.min_rollouts}, delta {QUICK.delta})")
     ap.add_argument("--games", type=int, default=2, help="games to play (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="which evaluation deals (default 0)")
