@@ -347,20 +347,27 @@ class ExactRange:
         self.hands, self.game_of = self.hands.index_select(0, idx), self.game_of.index_select(0, idx)
 
     def _extend(self, slot: torch.Tensor, allowed: torch.Tensor) -> None:
-        """Replace each row whose slot [N] is >= 0 by one row per card allowed [G, T] in that slot."""
+        """Replace each row whose slot [N] is >= 0 by one row per card allowed [G, T] in that slot. In chunks
+        of rows: a grown row is card_types rows before the disallowed are dropped, and the index tensors of
+        a whole range at once outgrow the memory the range itself needs."""
         t = self.game.card_types
-        grow = slot >= 0
-        reps = torch.where(grow, t, 1)
-        src = torch.repeat_interleave(torch.arange(grow.shape[0], device=self.device), reps)
-        first = (reps.cumsum(0) - reps).index_select(0, src)
-        card = torch.arange(src.shape[0], device=self.device) - first  # [N'] 0..T-1 within a grown row
-        game, s = self.game_of.index_select(0, src), slot.index_select(0, src)
-        hands = self.hands.index_select(0, src)
-        put, at = s >= 0, s.clamp(min=0)[:, None]
-        hands.scatter_(1, at, torch.where(put[:, None], card[:, None].to(hands.dtype), hands.gather(1, at)))
-        ok = ~put | allowed.flatten().index_select(0, game * t + card.clamp(max=t - 1))
-        self.hands, self.game_of = hands, game
-        self._keep(ok)
+        flat = allowed.flatten()
+        hands, games = [], []
+        for r in self._row_chunks(None):
+            grow = slot[r] >= 0
+            reps = torch.where(grow, t, 1)
+            src = torch.repeat_interleave(torch.arange(grow.shape[0], device=self.device), reps)
+            first = (reps.cumsum(0) - reps).index_select(0, src)
+            card = torch.arange(src.shape[0], device=self.device) - first  # 0..T-1 within a grown row
+            game, s = self.game_of[r].index_select(0, src), slot[r].index_select(0, src)
+            h = self.hands[r].index_select(0, src)
+            put, at = s >= 0, s.clamp(min=0)[:, None]
+            h.scatter_(1, at, torch.where(put[:, None], card[:, None].to(h.dtype), h.gather(1, at)))
+            ok = (~put | flat.index_select(0, game * t + card.clamp(max=t - 1))).nonzero().flatten()
+            hands.append(h.index_select(0, ok))
+            games.append(game.index_select(0, ok))
+        if hands:
+            self.hands, self.game_of = torch.cat(hands), torch.cat(games)
 
     def _own_card(self, own: torch.Tensor, slot: torch.Tensor, card: torch.Tensor, drew: torch.Tensor,
                   cons: HandConstraints) -> None:
@@ -369,15 +376,14 @@ class ExactRange:
         h = self.game.hand_size
         mine = own.index_select(0, self.game_of)
         s = slot.clamp(min=0).index_select(0, self.game_of)  # hints have no slot (-1); those rows stay
-        held = self.hands.long().gather(1, s[:, None]).squeeze(1)
+        held = self.hands.gather(1, s[:, None]).squeeze(1).long()
         self._keep(~mine | (held == card.index_select(0, self.game_of)))
         self._flush(own)  # pending filters speak of the hand before the play: apply them on what is left
         mine, s = own.index_select(0, self.game_of), slot.clamp(min=0).index_select(0, self.game_of)
-        hands = self.hands.long()
+        hands = self.hands  # int8 throughout: the range's rows are its largest tensor
         j = torch.arange(h, device=self.device)
-        src = j + (j >= s[:, None]).long()  # [N, H] successors move left
-        shifted = torch.cat([hands, hands.new_full((hands.shape[0], 1), -1)], 1).gather(1, src)
-        self.hands = torch.where(mine[:, None], shifted, hands).to(torch.int8)
+        after = torch.cat([hands[:, 1:], hands.new_full((hands.shape[0], 1), -1)], 1)
+        self.hands = torch.where(mine[:, None] & (j >= s[:, None]), after, hands)  # successors move left
         new_slot = (cons.hand_len - 1).index_select(0, self.game_of)
         grow = (own & drew).index_select(0, self.game_of)
         self._extend(torch.where(grow, new_slot, -1), cons.unseen > 0)

@@ -121,10 +121,11 @@ def assert_same(got: dict, want: dict, where: str) -> None:
 
 # ---- tests -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("every", [1, 3])
+@pytest.mark.parametrize("every,chunk", [(1, None), (3, None), (1, 2)])
 @pytest.mark.parametrize("name", sorted(TINY))
-def test_range_equals_brute_force_posterior(name: str, every: int, device: str) -> None:
-    """every=3 compares only every third move, so partner filters stay pending across own plays."""
+def test_range_equals_brute_force_posterior(name: str, every: int, chunk: int | None, device: str) -> None:
+    """every=3 compares only every third move, so partner filters stay pending across own plays; chunk=2
+    works the range two rows at a time (a memory cap: the same range)."""
     game = TINY[name]
     net = blueprint(game, device)
     ref_net = blueprint(game)
@@ -133,7 +134,7 @@ def test_range_equals_brute_force_posterior(name: str, every: int, device: str) 
     decks = all_decks(game)
     filtered = 0
     for seat in range(game.players):
-        rng = ExactRange(game, served(net, device), seat, checked=True)
+        rng = ExactRange(game, served(net, device), seat, checked=True, chunk=chunk)
         rng.reset(turns[0].state)
         refs = [DeckReference(game, ref_net, seat, game_of(turns[0].state, g), decks) for g in range(n)]
         for t, turn in enumerate(turns):
