@@ -19,7 +19,8 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
   table1   the shipped pair's Table 1 at delta 0.5, 1,000 rollouts, 208 deals: blueprint and the LBS modes
            (64 games at once; on an H100 200 s for LBS-inf, LBS-32, LBS-8 and LBS-1 together)
-  table1-sparta  its SPARTA row (32 games at once: 64 ranges overflow an H100's 80 GB; 150 s there);
+  table1-sparta  its SPARTA row (32 games at once: 64 overflowed an H100's 80 GB before the range grew
+           in chunks; 150 s there);
            join the two with `python experiments/table1.py --combine <out>/table1/*.json`
   smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move, 2 games, rollouts eager and captured
            (on an H200, SPARTA: 20.1 s per game eager, 5.8 captured)
