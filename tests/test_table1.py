@@ -169,7 +169,7 @@ def test_combine_gives_no_speed_up_between_machines(tmp_path):
 
 def test_a_row_joined_from_two_machines_has_no_time(tmp_path):
     """Deals 0..1 searched on a GPU and 2..3 on a CPU join into one row of scores, but their seconds add up
-    to no one machine's time: the row shows none, and the figure leaves it out."""
+    to no one machine's time: the row shows none."""
     bp = [5.0, 6.0, 7.0, 4.0]
     gpu = run_json(tmp_path / "gpu.json", bp[:2], {"lbs-8": [6.0, 7.0]}, seconds=0.2, machine="Xeon (16 "
                    "cores, load average 1.0), 16 torch threads, NVIDIA H100 80GB HBM3, torch 2.11.0+cu130")
