@@ -30,12 +30,13 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
+from lbs.models import load_blueprint
 from lbs.models.io import shipped_belief
 from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
-from lbs.search.setup import build_search, card_knowledge
+from lbs.search.setup import SearchSetup, build_search, card_knowledge
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,11 +65,17 @@ def main() -> None:
         cli.at_least("--samples", args.samples, 1)
         cli.threads(args.threads)
         cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
-        args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
+        oracle = args.sampler == "true" and not args.plays  # the true hand: no belief to load
+        if not oracle:
+            args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
         if args.plays and args.belief is None:
             raise ValueError(f"--plays rates a belief: pass --belief (none is shipped for {args.blueprint})")
-        setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
-                             players=args.players)
+        if oracle:
+            game, net = load_blueprint(args.blueprint, players=args.players)
+            setup = SearchSetup.of(game, net, args.mode, cfg, make_sampler=lambda: TrueHand(game, cfg.seat))
+        else:
+            setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief,
+                                 cfg=cfg, players=args.players)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
     if args.threads:
@@ -78,8 +85,6 @@ def main() -> None:
         with torch.no_grad():
             knows = card_knowledge(setup.net)
             return rate_plays(game, setup.server, args.games, args.samples, knowledge=knows)
-    if args.sampler == "true":
-        setup.make_sampler = lambda: TrueHand(game, setup.cfg.seat)
     with torch.no_grad():
         t0 = time.perf_counter()
         res = play_games(setup, args.games, 0, 64)

@@ -186,3 +186,17 @@ def test_an_unwritable_out_is_refused_before_any_game(tmp_path, out):
     r = run("--mode", "blueprint", *PAIR, "--games", "1", "--out", out.format(tmp=tmp_path), cwd=tmp_path)
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith("search: --out ") and "search: blueprint on" not in r.stderr
+
+
+def test_the_oracle_check_needs_no_belief(tmp_path):
+    """diagnose_lbs --sampler true searches with the true hand: a blueprint no belief was trained for still
+    gets it, where the belief's sampler is refused in one line."""
+    bp = tmp_path / "bp.pt"
+    bp.write_bytes((ROOT / "checkpoints" / "blueprint_2c.pt").read_bytes())  # not shipped: no belief found
+    flags = [sys.executable, str(ROOT / "experiments" / "diagnose_lbs.py"), "--mode", "lbs-1", "--blueprint",
+             str(bp), "--games", "2", "--rollouts", "100", "--min-rollouts", "5", "--threads", "1"]
+    r = subprocess.run([*flags, "--sampler", "true"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "lbs-1, sampler true" in r.stdout and "paired difference" in r.stdout
+    r = subprocess.run([*flags, "--sampler", "belief"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode != 0 and "needs a belief" in r.stderr and "Traceback" not in r.stderr
