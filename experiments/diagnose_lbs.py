@@ -1,5 +1,6 @@
 """Why does LBS help or hurt a blueprint? The same search with the true hand instead of belief samples
-(an oracle: it peeks, so only a diagnostic) or with another delta, paired with the blueprint.
+(an oracle: it peeks, so only a diagnostic, and needs no belief) or with another delta, paired with the
+blueprint.
 
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
     python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
