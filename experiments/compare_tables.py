@@ -27,16 +27,12 @@ from lbs.search.report import paired_difference
 
 if __package__:  # python -m experiments.compare_tables, or imported
     from .common import machine, result_path, write_result
-    from .table1 import score_buckets
+    from .table1 import SETTINGS, UNRECORDED, score_buckets
 else:  # python experiments/compare_tables.py: this folder is first on the import path
     from common import machine, result_path, write_result
-    from table1 import score_buckets
+    from table1 import SETTINGS, UNRECORDED, score_buckets
 
 NAME = "compare_tables"
-SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
-            "keep_lost_points", "blueprint_knowledge")
-DEFAULTS = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
-            "blueprint_knowledge": False}  # tables recorded before these were
 
 
 def load(name: str) -> dict:
@@ -60,7 +56,7 @@ def deals(d: dict, mode: str) -> dict[int, tuple[float, float]]:
 
 def compare(a: dict, b: dict, names: tuple[str, str]) -> str:
     """The markdown body: settings that differ, then each shared mode's B - A on the deals both played."""
-    sa, sb = ({**DEFAULTS, **d.get("settings", {})} for d in (a, b))
+    sa, sb = ({**UNRECORDED, **d.get("settings", {})} for d in (a, b))
     for key in ("game", "seed"):
         if sa.get(key) != sb.get(key):
             sys.exit(f"compare_tables: the tables differ in {key}: they played other deals")

@@ -31,13 +31,12 @@ from lbs.ckpt import CheckpointError
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
-from lbs.models import load_blueprint
 from lbs.models.io import shipped_belief
 from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
-from lbs.search.setup import SearchSetup, build_search, card_knowledge
+from lbs.search.setup import build_search, card_knowledge
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,12 +70,9 @@ def main() -> None:
             args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
         if args.plays and args.belief is None:
             raise ValueError(f"--plays rates a belief: pass --belief (none is shipped for {args.blueprint})")
-        if oracle:
-            game, net = load_blueprint(args.blueprint, players=args.players)
-            setup = SearchSetup.of(game, net, args.mode, cfg, make_sampler=lambda: TrueHand(game, cfg.seat))
-        else:
-            setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief,
-                                 cfg=cfg, players=args.players)
+        setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
+                             players=args.players,
+                             make_sampler=(lambda game: TrueHand(game, cfg.seat)) if oracle else None)
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
     if args.threads:

@@ -51,6 +51,12 @@ else:  # python experiments/table1.py: this folder is first on the import path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
+SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
+            "keep_lost_points", "blueprint_knowledge")
+"""The recorded settings that decide a row's games: runs that differ in one are not joined (--combine)."""
+UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
+              "blueprint_knowledge": False}
+"""What runs recorded before a setting existed played with."""
 
 
 @dataclass
@@ -471,14 +477,10 @@ def combine(args, out: Path) -> None:
         if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
                 and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
-    keys = ("game", "seed", "rollouts", "min_rollouts", "delta", "reference_budget", "keep_lost_points",
-            "blueprint_knowledge", "blueprint", "belief")
-    known = [{"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
-              "blueprint_knowledge": False,
-              **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
+    known = [{**UNRECORDED, **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
     lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
-    for k in keys:
+    for k in SETTINGS:
         if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k not in lbs_only}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
     pieces: dict[str, list[tuple[int, Row]]] = {}  # mode -> (first deal, its row in one run)
@@ -529,7 +531,7 @@ def combine(args, out: Path) -> None:
         "  fewer games have wider errors. Times are each run's own (machine, threads, games at once); a",
         "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
-    settings = {k: first[k] for k in keys if k in first}  # not the first run's machine or command
+    settings = {k: first[k] for k in SETTINGS if k in first}  # not the first run's machine or command
     population = population_scores(args, game, first.get("seed", args.seed))
     if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")

@@ -157,13 +157,16 @@ def belief_for(modes: list[Mode | str], belief: str | Path | None, blueprint: st
 
 def build_search(mode: Mode | str, blueprint: str | Path, belief: str | Path | None = None,
                  device: torch.device | str = "cpu", cfg: SearchConfig | None = None, coalesce: bool = False,
-                 profile: bool = False, players: int | None = None) -> SearchSetup:
+                 profile: bool = False, players: int | None = None,
+                 make_sampler: Callable[[GameConfig], HandSampler] | None = None) -> SearchSetup:
     """Load the blueprint (and, for LBS or whenever given, the belief trained for it) and set up search;
-    players: a rule bot's player count (a checkpoint's must match). Raises CheckpointError or ValueError
-    (one line each) on a bad file, pair, mode or config."""
+    players: a rule bot's player count (a checkpoint's must match); make_sampler(game): the hand sampler in
+    place of the mode's own (then LBS needs no belief). Raises CheckpointError or ValueError (one line each)
+    on a bad file, pair, mode or config."""
     mode = Mode.parse(mode) if isinstance(mode, str) else mode
     game, net = load_blueprint(blueprint, device=device, players=players)
     model = None
     if belief is not None:
         _, model = load_belief(belief, blueprint_path=blueprint, game=game, device=device)
-    return SearchSetup.of(game, net, mode, cfg, model, device, coalesce, profile)
+    return SearchSetup.of(game, net, mode, cfg, model, device, coalesce, profile,
+                          None if make_sampler is None else lambda: make_sampler(game))
