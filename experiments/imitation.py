@@ -63,7 +63,7 @@ else:
 
 NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
-        "td_weight", "dagger", "bomb_weight")
+        "td_weight", "dagger", "bomb_weight", "counting")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 RETUNABLE = {"lr": 1e-3, "dagger": 0.0, "bomb_weight": 0.0}
 """Of those, the ones a resume may change by naming the flag again (the learning's knobs, not its shapes),
@@ -141,7 +141,8 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     a checkpoint written by --save, to continue from."""
     cfg = PRESETS[args.preset]
     cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
-                  net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden))
+                  net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden,
+                              counting=args.counting or cfg.net.counting))
     game, dev = cfg.game, resolve_device(args.device)
     torch.manual_seed(args.seed)
     net = make_qnet(game, cfg.net).to(dev)
@@ -258,6 +259,9 @@ def main() -> None:
                     help="the blueprint preset whose network (and TD constants) are trained; gpu and paper: "
                          "the paper-size network")
     ap.add_argument("--hidden", type=int, default=0, help="network width (default: the preset's)")
+    ap.add_argument("--counting", action="store_true",
+                    help="the network also reads what the card counts say (NetConfig.counting: per card and "
+                         "per hand slot the chance it is playable / useless / a last copy)")
     ap.add_argument("--lr", type=float, default=None, help=f"Adam's rate (default {RETUNABLE['lr']})")
     ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
     ap.add_argument("--td-weight", type=float, default=0.0,
@@ -357,6 +361,7 @@ def main() -> None:
     td += (f"; plus {args.bomb_weight} x -log P(no losing play) (the true own cards say which plays lose "
            "a life)" if args.bomb_weight else "")
     width = f", hidden {args.hidden}" if args.hidden else ""
+    width += ", reading the card-count facts (NetConfig.counting)" if args.counting else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "
             "score ± s.e.m. | ")

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..hanabi.config import GameConfig
+from . import card_facts
 
 KINDS = ("publ_lstm", "lstm", "ff")
 AUX_PLAYABLE, AUX_PLAYED, AUX_OTHER, AUX_EMPTY = 0, 1, 2, -1
@@ -68,6 +69,9 @@ class NetConfig:
     """add the auxiliary head: per own card playable / already played / other"""
     dueling: bool = True
     """Q = V + A - mean of A over legal actions; False: Q = A"""
+    counting: bool = False
+    """also feed what the card counts say (lbs.models.card_facts): per card id and per slot of every hand
+    the chance it is playable / useless / a last copy; public facts into the public network too"""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -76,7 +80,7 @@ class NetConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"NetConfig.{name}={v!r}: must be an int >= 1")
-        for name in ("aux_head", "dueling"):
+        for name in ("aux_head", "dueling", "counting"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NetConfig.{name}={getattr(self, name)!r}: must be a bool")
 
@@ -165,6 +169,32 @@ class QNet(nn.Module):
         self.layers = layers
         self.head = QHead(cfg.hidden, self.num_actions, cfg.dueling)
         self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
+        facts = (card_facts.public_dim(game), card_facts.private_dim(game)) if cfg.counting else (0, 0)
+        self.private_in = game.private_dim + sum(facts)
+        """width of the private network's input: the observation, then the facts (NetConfig.counting)"""
+        self.public_in = game.public_dim + facts[0]
+        """width of the public network's input"""
+
+    @property
+    def cards_enter_linearly(self) -> bool:
+        """Whether the private network's input is the observation's card bits as they are (no facts
+        computed from them): then a candidate hand adds one first-layer column per (slot, card), which the
+        range filter sums (private_input_layer)."""
+        return not self.cfg.counting
+
+    def _private(self, priv: torch.Tensor) -> torch.Tensor:
+        """The private network's input from observations [..., private_dim] (already in self.dtype)."""
+        if not self.cfg.counting:
+            return priv
+        facts = (card_facts.public_facts(self.game, priv[..., self.game.obs_dim - self.game.public_dim :]),
+                 card_facts.private_facts(self.game, priv))
+        return torch.cat([priv, *(f.to(priv.dtype) for f in facts)], -1)
+
+    def _public(self, publ: torch.Tensor) -> torch.Tensor:
+        """The public network's input from public features [..., public_dim] (already in self.dtype)."""
+        if not self.cfg.counting:
+            return publ
+        return torch.cat([publ, card_facts.public_facts(self.game, publ).to(publ.dtype)], -1)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -224,7 +254,9 @@ class QNet(nn.Module):
     def private_input_layer(self) -> nn.Linear:
         """The private network's first layer, linear in the observation: a candidate hand's pre-activation
         is a shared term plus one weight column per (slot, card), so SPARTA's filter sums columns instead
-        of re-encoding every candidate (lbs.search.range_filter)."""
+        of re-encoding every candidate (lbs.search.range_filter). Only where cards_enter_linearly."""
+        if not self.cards_enter_linearly:
+            raise TypeError("the private input holds facts computed from the cards: re-encode each candidate")
         return self.priv_net[0]
 
     def advantages_from_input_layer(self, x: torch.Tensor, publ_out: torch.Tensor) -> torch.Tensor:
@@ -255,21 +287,21 @@ class PublicLSTMQNet(QNet):
 
     def __init__(self, game: GameConfig, cfg: NetConfig):
         super().__init__(game, cfg, cfg.lstm_layers)
-        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
-        self.publ_net = mlp(game.public_dim, cfg.hidden, 1)
+        self.priv_net = mlp(self.private_in, cfg.hidden, cfg.mlp_layers)
+        self.publ_net = mlp(self.public_in, cfg.hidden, 1)
         self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
 
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         x, one = self._public_in(publ)
-        out, (h, c) = run_lstm(self.lstm, self.publ_net(x), hid)
+        out, (h, c) = run_lstm(self.lstm, self.publ_net(self._public(x)), hid)
         return (out[:, 0] if one else out), HiddenState(h, c)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-        return self.head(self.priv_net(priv.to(self.dtype)) * publ_out, legal)
+        return self.head(self.priv_net(self._private(priv.to(self.dtype))) * publ_out, legal)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
         publ_out, hid = self.public_out(publ, hid)
-        return self.priv_net(priv) * publ_out, hid
+        return self.priv_net(self._private(priv)) * publ_out, hid
 
 
 class LSTMQNet(QNet):
@@ -277,11 +309,11 @@ class LSTMQNet(QNet):
 
     def __init__(self, game: GameConfig, cfg: NetConfig):
         super().__init__(game, cfg, cfg.lstm_layers)
-        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
+        self.priv_net = mlp(self.private_in, cfg.hidden, cfg.mlp_layers)
         self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        out, (h, c) = run_lstm(self.lstm, self.priv_net(priv), hid)
+        out, (h, c) = run_lstm(self.lstm, self.priv_net(self._private(priv)), hid)
         return out, HiddenState(h, c)
 
 
@@ -295,7 +327,7 @@ class FFQNet(QNet):
 
     def __init__(self, game: GameConfig, cfg: NetConfig):
         super().__init__(game, cfg, 0)
-        self.priv_net = mlp(game.private_dim, cfg.hidden, cfg.mlp_layers)
+        self.priv_net = mlp(self.private_in, cfg.hidden, cfg.mlp_layers)
 
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         x, one = self._public_in(publ)
@@ -303,10 +335,10 @@ class FFQNet(QNet):
         return (out[:, 0] if one else out), HiddenState(*hid)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-        return self.head(self.priv_net(priv.to(self.dtype)) * publ_out, legal)
+        return self.head(self.priv_net(self._private(priv.to(self.dtype))) * publ_out, legal)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        return self.priv_net(priv), HiddenState(*hid)
+        return self.priv_net(self._private(priv)), HiddenState(*hid)
 
 
 def make_qnet(game: GameConfig, cfg: NetConfig | None = None) -> QNet:

@@ -52,7 +52,7 @@ class CandidatePolicy:
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = isinstance(module, QNet)
+            self.fast = isinstance(module, QNet) and module.cards_enter_linearly
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,

@@ -76,7 +76,7 @@ def test_bad_inputs_raise() -> None:
 @pytest.mark.parametrize(
     "field,value",
     [("kind", "gru"), ("hidden", 0), ("lstm_layers", 1.5), ("mlp_layers", 0), ("aux_head", "yes"),
-     ("dueling", 1)],
+     ("dueling", 1), ("counting", "no")],
 )
 def test_netconfig_validation(field: str, value) -> None:
     with pytest.raises(ValueError, match=f"NetConfig.{field}"):
@@ -107,11 +107,11 @@ def test_dueling_mean_over_legal(dueling: bool) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kind", KINDS)
-def test_sequence_equals_stepping(kind: str, device: str) -> None:
+@pytest.mark.parametrize("kind,counting", [(k, False) for k in KINDS] + [("publ_lstm", True)])
+def test_sequence_equals_stepping(kind: str, counting: bool, device: str) -> None:
     """On CUDA a single step runs as explicit LSTM cells and a sequence through cuDNN: the same function."""
     game = CONFIGS["p3"]
-    net = small_net(game, kind).to(device)
+    net = small_net(game, kind, counting=counting).to(device)
     priv, publ, legal = (x.to(device) for x in sequences(game, 2, 6))
     hid0 = net.initial_state(priv.shape[0])
     with torch.no_grad(), tf32_matmuls(False):
@@ -151,11 +151,13 @@ def _perturb_hands(game: GameConfig, priv: torch.Tensor, seed: int) -> torch.Ten
     return out
 
 
+@pytest.mark.parametrize("counting", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
-def test_public_state_ignores_private_features(kind: str) -> None:
-    """Changing the other players' hands changes Q but, for publ_lstm, never the recurrent state."""
+def test_public_state_ignores_private_features(kind: str, counting: bool) -> None:
+    """Changing the other players' hands changes Q but, for publ_lstm, never the recurrent state (the
+    card-count facts of a counting network included: the public ones read public features only)."""
     game = CONFIGS["p2"]
-    net = small_net(game, kind)
+    net = small_net(game, kind, counting=counting)
     priv, publ, legal = sequences(game, 2, 5)
     priv2 = _perturb_hands(game, priv, 3)
     assert torch.equal(public_features(game, priv2), publ) and not torch.equal(priv2, priv)
@@ -171,10 +173,11 @@ def test_public_state_ignores_private_features(kind: str) -> None:
         assert net.hidden_is_public
 
 
+@pytest.mark.parametrize("counting", [False, True])
 @pytest.mark.parametrize("kind", ["publ_lstm", "ff"])
-def test_q_from_public_matches_forward(kind: str) -> None:
+def test_q_from_public_matches_forward(kind: str, counting: bool) -> None:
     game = CONFIGS["p2"]
-    net = small_net(game, kind)
+    net = small_net(game, kind, counting=counting)
     priv, publ, legal = sequences(game, 2, 5)
     rows, k = priv.shape[0], 4
     hid0 = net.initial_state(rows)

@@ -34,10 +34,12 @@ TINY = {
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def blueprint(game: GameConfig, device: str = "cpu") -> torch.nn.Module:
-    """A small random public-LSTM net: its moves depend on the cards it sees."""
+def blueprint(game: GameConfig, device: str = "cpu", counting: bool = False) -> torch.nn.Module:
+    """A small random public-LSTM net: its moves depend on the cards it sees (counting: also on the facts
+    computed from them, so the range filter re-encodes each candidate)."""
     torch.manual_seed(1)
-    return make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=2)).to(device).eval()
+    cfg = NetConfig(hidden=16, lstm_layers=1, mlp_layers=2, counting=counting)
+    return make_qnet(game, cfg).to(device).eval()
 
 
 def served(net: torch.nn.Module, device: str = "cpu") -> QNetHandle:
@@ -126,9 +128,23 @@ def assert_same(got: dict, want: dict, where: str) -> None:
 def test_range_equals_brute_force_posterior(name: str, every: int, chunk: int | None, device: str) -> None:
     """every=3 compares only every third move, so partner filters stay pending across own plays; chunk=2
     works the range two rows at a time (a memory cap: the same range)."""
+    check_range(name, every, chunk, False, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["p2_c2_r2_h2", "p3_c2_r2_h2", "p4_c1_r3_h1"])
+def test_range_of_a_counting_blueprint_equals_brute_force_posterior(name: str, device: str) -> None:
+    """A blueprint that reads the card-count facts is not linear in the cards: the filter re-encodes each
+    candidate, and the range is still the posterior. (On p3_c1_r3_h2 this random net's moves never depend
+    on the searcher's cards, so that game would check nothing.)"""
+    check_range(name, 1, None, True, device)
+
+
+def check_range(name: str, every: int, chunk: int | None, counting: bool, device: str) -> None:
+    """The range of each seat against the brute-force posterior of 6 greedy games, every `every` moves."""
     game = TINY[name]
-    net = blueprint(game, device)
-    ref_net = blueprint(game)
+    net = blueprint(game, device, counting)
+    ref_net = blueprint(game, counting=counting)
     n = 6
     turns = play_games(game, net, n, seed=3, device=device)
     decks = all_decks(game)
@@ -270,17 +286,19 @@ def test_draws_above_max_range_are_posterior_draws() -> None:
         assert tv < 0.06, (g, tv, len(want))
 
 
-def test_fast_first_layer_equals_full_network() -> None:
-    """The per-(slot, card) first-layer sum gives the network's own Q for the true hand (full game)."""
+@pytest.mark.parametrize("counting", [False, True])
+def test_fast_first_layer_equals_full_network(counting: bool) -> None:
+    """The per-(slot, card) first-layer sum gives the network's own Q for the true hand (full game); a
+    network reading the card-count facts is not linear in the cards and re-encodes the candidate."""
     game = GameConfig(players=3)
     torch.manual_seed(0)
-    net = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2)).eval()
+    net = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting)).eval()
     state = engine.reset(game, torch.arange(6))
     for t in range(4):
         state = engine.step(game, state, engine.random_moves(game, state, torch.arange(6) + t))[0]
     seat = 0
     policy = CandidatePolicy(game, served(net), seat)
-    assert policy.fast
+    assert policy.fast != counting
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)
@@ -295,5 +313,5 @@ def test_fast_first_layer_equals_full_network() -> None:
     assert int(partner.sum()) >= 4
     assert torch.equal(leg[partner], legal[pick][partner])
     want = q_full[torch.arange(g), state.cur_player][partner]
-    got = q[partner]  # the dueling head's advantages: Q up to a per-row constant
+    got = q[partner]  # the fast path: the dueling head's advantages, Q up to a per-row constant
     torch.testing.assert_close(got - got[:, :1], want - want[:, :1], rtol=1e-5, atol=1e-5)

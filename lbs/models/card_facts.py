@@ -1,0 +1,86 @@
+"""What the card counts say, as extra inputs of a Q-network (NetConfig.counting).
+
+A rule bot such as SmartBot decides with facts a network must otherwise learn to compute from one-hot
+bits: is this card playable now, already useless (played, or a lower rank of its colour is gone), the
+last copy of a card still needed? And for a card known only by its hints: how likely is each of those,
+given which copies nobody has seen yet (the V0 belief: hint-plausible cards weighted by unseen copies)?
+
+Every fact is a function of the canonical observation, so search, acting and training compute them the
+same way from what they already hold. `public_facts` reads only public features (the public LSTM's input:
+board, discards, every player's hint knowledge); `private_facts` adds what the observer's view of the
+other hands says (their cards' facts, and the observer's own slots under the copies it cannot see).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..hanabi.config import GameConfig
+from ..hanabi.engine import tables
+
+FACTS = 3
+"""Per card: playable now, useless (never playable again), the last copy of a card still needed."""
+
+
+def public_dim(game: GameConfig) -> int:
+    """Size of public_facts: FACTS per card id, then FACTS per slot of every hand (observer first)."""
+    return FACTS * (game.card_types + game.players * game.hand_size)
+
+
+def private_dim(game: GameConfig) -> int:
+    """Size of private_facts: FACTS per own slot (unseen copies), then per slot of the other hands."""
+    return FACTS * game.players * game.hand_size
+
+
+def _public(game: GameConfig, publ: torch.Tensor, name: str) -> torch.Tensor:
+    """A section of the canonical observation read from public features [..., public_dim]."""
+    off, sl = game.layout.slices["hands.cards"].stop, game.layout.slices[name]
+    return publ[..., sl.start - off : sl.stop - off]
+
+
+def _board(game: GameConfig, publ: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(status [..., T, FACTS] float, copies not yet discarded or played [..., T] float,
+    plausible cards per slot of every hand [..., P, H, T] float) from public features."""
+    tb, c, r, t = tables(game, publ.device), game.colors, game.ranks, game.card_types
+    lead = publ.shape[:-1]
+    x = publ.float()
+    top = _public(game, x, "board.fireworks").reshape(*lead, c, r)  # one-hot of the top card per colour
+    played = top.flip(-1).cumsum(-1).flip(-1).reshape(*lead, t)  # 1 where the card's rank is on the board
+    discarded = torch.zeros(*lead, t, device=publ.device)
+    discarded.index_add_(-1, tb.instance_card, _public(game, x, "discards"))  # thermometer per card id
+    counts = tb.card_counts.float()
+    gone = (discarded >= counts) & (played == 0)  # every copy discarded before it was played
+    dead = gone.reshape(*lead, c, r).byte().cummax(-1).values.reshape(*lead, t).bool()  # it or a lower rank
+    height = (top * torch.arange(1, r + 1, device=publ.device)).sum(-1).long()  # [..., C] played per colour
+    playable = (height[..., tb.card_color] == tb.card_rank) & ~dead
+    useless = (played > 0) | dead
+    last = ~useless & (counts - discarded == 1)
+    status = torch.stack([playable.float(), useless.float(), last.float()], -1)
+    h, ct = game.hand_size, t + c + r
+    know = _public(game, x, "knowledge").reshape(*lead, game.players, h, ct)[..., :t]
+    return status, counts - discarded - played, know
+
+
+def _expect(know: torch.Tensor, left: torch.Tensor, status: torch.Tensor) -> torch.Tensor:
+    """Per slot [..., S, FACTS]: the facts' chances under the V0 belief (plausible x unseen copies)
+    of slots know [..., S, T] with unseen copies left [..., T] (an empty slot: zeros)."""
+    w = know * left.clamp(min=0)[..., None, :]
+    w = w / w.sum(-1, keepdim=True).clamp(min=1e-9)
+    return w @ status
+
+
+def public_facts(game: GameConfig, publ: torch.Tensor) -> torch.Tensor:
+    """[..., public_dim(game)] float from public features [..., game.public_dim]."""
+    status, left, know = _board(game, publ)
+    slots = _expect(know.flatten(-3, -2), left, status)  # [..., P*H, FACTS]
+    return torch.cat([status.flatten(-2), slots.flatten(-2)], -1)
+
+
+def private_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
+    """[..., private_dim(game)] float from canonical observations [..., game.obs_dim]."""
+    publ = obs[..., game.layout.slices["hands.cards"].stop :]
+    status, left, know = _board(game, publ)
+    t, h = game.card_types, game.hand_size
+    cards = game.layout.view(obs, "hands.cards").float().reshape(*obs.shape[:-1], (game.players - 1) * h, t)
+    own = _expect(know[..., 0, :, :], left - cards.sum(-2), status)  # [..., H, FACTS]
+    return torch.cat([own.flatten(-2), (cards @ status).flatten(-2)], -1)
