@@ -76,11 +76,19 @@ def public_facts(game: GameConfig, publ: torch.Tensor) -> torch.Tensor:
     return torch.cat([status.flatten(-2), slots.flatten(-2)], -1)
 
 
+def own_view(game: GameConfig, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """What private_facts is made of, from observations [..., obs_dim]: (status [..., T, FACTS], copies the
+    observer cannot see [..., T], its own slots' plausible cards [..., H, T], the cards it sees
+    [..., (P-1)*H, T] one-hot), all float. SPARTA's filter builds the facts of candidate hands from these."""
+    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
+    lead, t, h = obs.shape[:-1], game.card_types, game.hand_size
+    cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, (game.players - 1) * h, t)
+    return status, left - cards.sum(-2), know[..., 0, :, :], cards
+
+
 def private_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
-    """[..., private_dim(game)] float from canonical observations [..., game.obs_dim]."""
-    publ = obs[..., game.layout.slices["hands.cards"].stop :]
-    status, left, know = _board(game, publ)
-    t, h = game.card_types, game.hand_size
-    cards = game.layout.view(obs, "hands.cards").float().reshape(*obs.shape[:-1], (game.players - 1) * h, t)
-    own = _expect(know[..., 0, :, :], left - cards.sum(-2), status)  # [..., H, FACTS]
+    """[..., private_dim(game)] float from canonical observations [..., game.obs_dim]: the observer's own
+    slots' facts under the copies it cannot see, then the facts of the cards it sees, slot by slot."""
+    status, unseen, know, cards = own_view(game, obs)
+    own = _expect(know, unseen, status)  # [..., H, FACTS]
     return torch.cat([own.flatten(-2), (cards @ status).flatten(-2)], -1)

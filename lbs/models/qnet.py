@@ -175,15 +175,9 @@ class QNet(nn.Module):
         self.public_in = game.public_dim + facts[0]
         """width of the public network's input"""
 
-    @property
-    def cards_enter_linearly(self) -> bool:
-        """Whether the private network's input is the observation's card bits as they are (no facts
-        computed from them): then a candidate hand adds one first-layer column per (slot, card), which the
-        range filter sums (private_input_layer)."""
-        return not self.cfg.counting
-
-    def _private(self, priv: torch.Tensor) -> torch.Tensor:
-        """The private network's input from observations [..., private_dim] (already in self.dtype)."""
+    def private_input(self, priv: torch.Tensor) -> torch.Tensor:
+        """The private network's input from observations [..., private_dim] (already in self.dtype): the
+        observation, then (NetConfig.counting) its public facts and its private facts."""
         if not self.cfg.counting:
             return priv
         facts = (card_facts.public_facts(self.game, priv[..., self.game.obs_dim - self.game.public_dim :]),
@@ -252,11 +246,10 @@ class QNet(nn.Module):
         raise TypeError(f"{type(self).__name__} has no public/private split")
 
     def private_input_layer(self) -> nn.Linear:
-        """The private network's first layer, linear in the observation: a candidate hand's pre-activation
-        is a shared term plus one weight column per (slot, card), so SPARTA's filter sums columns instead
-        of re-encoding every candidate (lbs.search.range_filter). Only where cards_enter_linearly."""
-        if not self.cards_enter_linearly:
-            raise TypeError("the private input holds facts computed from the cards: re-encode each candidate")
+        """The private network's first layer, linear in private_input: a candidate hand's pre-activation is
+        a shared term plus one weight column per (slot, card) (and, for a counting network, terms of the
+        facts those cards change), so SPARTA's filter sums columns instead of re-encoding every candidate
+        (lbs.search.range_filter)."""
         return self.priv_net[0]
 
     def advantages_from_input_layer(self, x: torch.Tensor, publ_out: torch.Tensor) -> torch.Tensor:
@@ -297,11 +290,11 @@ class PublicLSTMQNet(QNet):
         return (out[:, 0] if one else out), HiddenState(h, c)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-        return self.head(self.priv_net(self._private(priv.to(self.dtype))) * publ_out, legal)
+        return self.head(self.priv_net(self.private_input(priv.to(self.dtype))) * publ_out, legal)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
         publ_out, hid = self.public_out(publ, hid)
-        return self.priv_net(self._private(priv)) * publ_out, hid
+        return self.priv_net(self.private_input(priv)) * publ_out, hid
 
 
 class LSTMQNet(QNet):
@@ -313,7 +306,7 @@ class LSTMQNet(QNet):
         self.lstm = nn.LSTM(cfg.hidden, cfg.hidden, num_layers=cfg.lstm_layers, batch_first=True)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        out, (h, c) = run_lstm(self.lstm, self.priv_net(self._private(priv)), hid)
+        out, (h, c) = run_lstm(self.lstm, self.priv_net(self.private_input(priv)), hid)
         return out, HiddenState(h, c)
 
 
@@ -335,10 +328,10 @@ class FFQNet(QNet):
         return (out[:, 0] if one else out), HiddenState(*hid)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-        return self.head(self.priv_net(self._private(priv.to(self.dtype))) * publ_out, legal)
+        return self.head(self.priv_net(self.private_input(priv.to(self.dtype))) * publ_out, legal)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        return self.priv_net(self._private(priv)), HiddenState(*hid)
+        return self.priv_net(self.private_input(priv)), HiddenState(*hid)
 
 
 def make_qnet(game: GameConfig, cfg: NetConfig | None = None) -> QNet:

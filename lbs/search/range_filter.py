@@ -7,7 +7,11 @@ and its legal moves only in the hints to the searcher (legal iff some candidate 
 shared view per game serves every candidate: the observation with that block zeroed, the public LSTM
 output (public features only) and the legal moves without those hints. The private network's first
 layer is linear in the observation, so a candidate's pre-activation is the shared term plus one weight
-column per (slot, card): one embedding-bag sum per candidate instead of re-encoding it.
+column per (slot, card): one embedding-bag sum per candidate instead of re-encoding it. A network that
+reads the card-count facts (NetConfig.counting) sees them too: the facts of the searcher's cards as the
+mover sees them are one more term per (game, slot, card), and the mover's own slots' chances under the
+copies it cannot see are ratios whose numerator and denominator each lose one term per candidate card,
+summed the same way, then divided.
 
 Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
 filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
@@ -20,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
 from ..infer import QNetHandle
+from ..models import card_facts
 from ..models.qnet import QNet
 
 Q_TOL = 1e-4
@@ -44,6 +48,19 @@ class PartnerView:
     can_hint: torch.Tensor  # [G] bool: an info token is left
     move: torch.Tensor  # [G] long: the move the partner made
     table: torch.Tensor | None = None  # fast path: [G*H*T + G + 1, hidden] slot terms, shared term, zero row
+    own: OwnFacts | None = None  # fast path of a counting network: the mover's own-slot facts
+
+
+@dataclass
+class OwnFacts:
+    """A counting network's mover's own slots under a candidate hand c: the chance of fact f in slot s is
+    (num[s, f] - sum_j terms[c_j, s, f]) / (den[s] - sum_j terms[c_j, s, F]) (card_facts' V0 expectation,
+    the candidate's cards taken from the copies the mover cannot see); it enters the first layer through
+    `weight`. Rows hold H x (F + 1) numbers: per slot the F numerators, then the denominator."""
+
+    base: torch.Tensor  # [G, H*(F+1)] with the searcher's block empty
+    terms: torch.Tensor  # [G*T + 1, H*(F+1)] what card c of game g takes away (row g*T + c); last: empty slot
+    weight: torch.Tensor  # [hidden, H*F] the first layer's columns of the own-slot facts
 
 
 class CandidatePolicy:
@@ -52,7 +69,8 @@ class CandidatePolicy:
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = isinstance(module, QNet) and module.cards_enter_linearly
+            self.fast = isinstance(module, QNet)
+            self.counting = self.fast and module.cfg.counting
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
@@ -76,18 +94,34 @@ class CandidatePolicy:
         view = PartnerView(shared, block, publ_out, legal, hint_ids, info_tokens > 0, move.long())
         if self.fast:
             with self.net.borrowed() as net:
-                view.table = self._table(view, net.private_input_layer())
+                view.table = self._table(view, net)
         return view
 
-    def _table(self, view: PartnerView, lin: nn.Linear) -> torch.Tensor:
+    def _table(self, view: PartnerView, net: QNet) -> torch.Tensor:
         """Rows g*H*T + s*T + c: the first layer's weight column for card c in the searcher's slot s of
-        game g's block; then one shared pre-activation per game; then a zero row (empty slots)."""
-        g = self.game
+        game g's block; then one shared pre-activation per game; then a zero row (empty slots). For a
+        counting network the slot rows add the card's facts as the mover sees them, and view.own is set."""
+        g, lin = self.game, net.private_input_layer()
         h, t, dtype = g.hand_size, g.card_types, lin.weight.dtype
         cards = g.layout.slices["hands.cards"]
-        cols = lin.weight[:, cards].t().reshape(g.players - 1, h * t, -1)  # [P-1, H*T, hidden]
-        slots = cols.index_select(0, view.block).reshape(-1, cols.shape[-1])  # [G*H*T, hidden]
-        shared = F.linear(view.obs.to(dtype), lin.weight, lin.bias)  # [G, hidden]
+        cols = lin.weight[:, cards].t().reshape(g.players - 1, h, t, -1)  # [P-1, H, T, hidden]
+        slots = cols.index_select(0, view.block)  # [G, H, T, hidden]
+        x = net.private_input(view.obs.to(dtype))  # [G, private_in]: the block's cards and their facts zero
+        if self.counting:
+            f, own = card_facts.FACTS, g.obs_dim + card_facts.public_dim(g)  # where the own-slot facts start
+            status, unseen, know, _ = card_facts.own_view(g, view.obs)  # [G, T, F], [G, T], [G, H, T]
+            w_seen = lin.weight[:, own + h * f :].t().reshape(g.players - 1, h, f, -1)
+            w_seen = w_seen.index_select(0, view.block)  # [G, H, F, hidden] the searcher's slots' facts
+            slots = slots + torch.einsum("gtf,ghfk->ghtk", status.to(dtype), w_seen)  # the cards' facts
+            w = know * unseen[:, None, :]  # the mover's V0 weights with the block empty
+            base = torch.cat([w @ status, w.sum(-1, keepdim=True)], -1)  # [G, H, F+1]
+            terms = torch.cat([know[..., None] * status[:, None], know[..., None]], -1)  # [G, H, T, F+1]
+            terms = terms.transpose(1, 2).reshape(-1, h * (f + 1))  # [G*T, H*(F+1)]
+            view.own = OwnFacts(base.flatten(1), torch.cat([terms, terms.new_zeros(1, terms.shape[1])]),
+                                lin.weight[:, own : own + h * f])
+            x[:, own : own + h * f] = 0  # added per candidate (_own_term)
+        shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
+        slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
         return torch.cat([slots, shared, shared.new_zeros(1, shared.shape[1])])
 
     def q(self, view: PartnerView, hands: torch.Tensor,
@@ -111,12 +145,24 @@ class CandidatePolicy:
             zero = view.table.shape[0] - 1  # empty slots add the zero row
             idx = torch.cat([torch.where(held, idx, zero), (n_games * h * t + game)[:, None]], 1)
             x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
+            if view.own is not None:
+                x = x + self._own_term(view.own, hands, game, held)
             with self.net.borrowed() as net:
                 return net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
         pos = cards.start + (view.block.index_select(0, game)[:, None] * h + slot) * t + hands.clamp(min=0)
         obs = view.obs.index_select(0, game).scatter_add(1, pos, held.to(view.obs.dtype))
         return self.net.q_from_public(obs, publ, legal), legal
+
+    def _own_term(self, own: OwnFacts, hands: torch.Tensor, game: torch.Tensor,
+                  held: torch.Tensor) -> torch.Tensor:
+        """[n, hidden]: the first-layer term of the mover's own-slot facts under each candidate hand."""
+        h, t, f = self.game.hand_size, self.game.card_types, card_facts.FACTS
+        idx = torch.where(held, game[:, None] * t + hands.clamp(min=0), own.terms.shape[0] - 1)
+        left = own.base.index_select(0, game) - F.embedding_bag(idx, own.terms, mode="sum")
+        left = left.view(-1, h, f + 1)
+        facts = left[..., :f] / left[..., f:].clamp(min=1e-9)  # [n, H, F]
+        return facts.flatten(1).to(own.weight.dtype) @ own.weight.t()
 
     def made_move(self, view: PartnerView, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
         """[n] bool: the mover's move is legal and (within Q_TOL) greedy under each candidate hand."""
