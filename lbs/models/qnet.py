@@ -175,20 +175,20 @@ class QNet(nn.Module):
         self.public_in = game.public_dim + facts[0]
         """width of the public network's input"""
 
-    def private_input(self, priv: torch.Tensor) -> torch.Tensor:
+    def public_facts(self, publ: torch.Tensor) -> torch.Tensor | None:
+        """The public card-count facts [..., Fp] of public features [..., public_dim], in their dtype
+        (None without NetConfig.counting): one computation serves both networks of a step."""
+        return card_facts.public_facts(self.game, publ).to(publ.dtype) if self.cfg.counting else None
+
+    def private_input(self, priv: torch.Tensor, facts: torch.Tensor | None = None) -> torch.Tensor:
         """The private network's input from observations [..., private_dim] (already in self.dtype): the
-        observation, then (NetConfig.counting) its public facts and its private facts."""
+        observation, then (NetConfig.counting) its public facts (`facts` where already computed from the
+        same step's public features) and its private facts."""
         if not self.cfg.counting:
             return priv
-        facts = (card_facts.public_facts(self.game, priv[..., self.game.obs_dim - self.game.public_dim :]),
-                 card_facts.private_facts(self.game, priv))
-        return torch.cat([priv, *(f.to(priv.dtype) for f in facts)], -1)
-
-    def _public(self, publ: torch.Tensor) -> torch.Tensor:
-        """The public network's input from public features [..., public_dim] (already in self.dtype)."""
-        if not self.cfg.counting:
-            return publ
-        return torch.cat([publ, card_facts.public_facts(self.game, publ).to(publ.dtype)], -1)
+        if facts is None:
+            facts = self.public_facts(priv[..., self.game.obs_dim - self.game.public_dim :])
+        return torch.cat([priv, facts, card_facts.private_facts(self.game, priv).to(priv.dtype)], -1)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -286,15 +286,23 @@ class PublicLSTMQNet(QNet):
 
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         x, one = self._public_in(publ)
-        out, (h, c) = run_lstm(self.lstm, self.publ_net(self._public(x)), hid)
-        return (out[:, 0] if one else out), HiddenState(h, c)
+        out, hid = self._run_public(x, self.public_facts(x), hid)
+        return (out[:, 0] if one else out), hid
+
+    def _run_public(self, x: torch.Tensor, facts: torch.Tensor | None, hid: tuple) -> WithState:
+        """The public network over public features x [B, T, Dp] and their facts (None: not counting)."""
+        x = x if facts is None else torch.cat([x, facts], -1)
+        out, (h, c) = run_lstm(self.lstm, self.publ_net(x), hid)
+        return out, HiddenState(h, c)
 
     def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
         return self.head(self.priv_net(self.private_input(priv.to(self.dtype))) * publ_out, legal)
 
     def _features(self, priv: torch.Tensor, publ: torch.Tensor, hid: tuple) -> WithState:
-        publ_out, hid = self.public_out(publ, hid)
-        return self.priv_net(self.private_input(priv)) * publ_out, hid
+        x, _ = self._public_in(publ)
+        facts = self.public_facts(x)
+        publ_out, hid = self._run_public(x, facts, hid)
+        return self.priv_net(self.private_input(priv, facts)) * publ_out, hid
 
 
 class LSTMQNet(QNet):
