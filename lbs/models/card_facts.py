@@ -92,3 +92,50 @@ def private_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
     status, unseen, know, cards = own_view(game, obs)
     own = _expect(know, unseen, status)  # [..., H, FACTS]
     return torch.cat([own.flatten(-2), (cards @ status).flatten(-2)], -1)
+
+
+HINT_FACTS = 8
+"""Per partner and hint: touched cards, of them playable / useless / last copies, slots it shows playable,
+identities it rules out, and whether the newest slot it leaves possibly playable is playable (or not)."""
+
+
+def hint_dim(game: GameConfig) -> int:
+    """Size of hint_facts: HINT_FACTS per (other player, hint), colours then ranks, as the moves."""
+    return HINT_FACTS * (game.players - 1) * (game.colors + game.ranks)
+
+
+def hint_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
+    """[..., hint_dim(game)] float from canonical observations [..., obs_dim]: what each hint the observer
+    could give would say to its target, read from the target's hint knowledge (plausible cards with a copy
+    left) and the cards the observer sees there. Slot counts are divided by the hand size, ruled-out
+    identities by hand size x card types. A rule bot's hint choice is a function of these (SmartBot: show
+    a playable card, rule out the most); a network would otherwise learn them from one-hot bits."""
+    tb, c, r, t, h = tables(game, obs.device), game.colors, game.ranks, game.card_types, game.hand_size
+    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
+    lead, q = obs.shape[:-1], game.players - 1
+    cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, q, h, t)
+    hint = torch.cat([tb.card_color[None, :] == torch.arange(c, device=obs.device)[:, None],
+                      tb.card_rank[None, :] == torch.arange(r, device=obs.device)[:, None]]).float()  # [N, T]
+    plausible = know[..., 1:, :, :] * (left > 0).float()[..., None, None, :]  # [..., Q, H, T]
+    playable = status[..., None, None, :, 0]  # [..., 1, 1, T]
+    touched = cards @ hint.t()  # [..., Q, H, N]
+    # per slot, the plausible identities that are (not) playable, before the hint and kept by it: sums over
+    # card types as matmuls (a touched slot keeps the hint's identities, an untouched one the others)
+    yes, no = plausible * playable, plausible * (1 - playable)
+    yes_before, no_before = yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True)  # [..., Q, H, 1]
+    yes_hit, no_hit = yes @ hint.t(), no @ hint.t()  # [..., Q, H, N]
+    yes_after = torch.where(touched > 0, yes_hit, yes_before - yes_hit)
+    no_after = torch.where(touched > 0, no_hit, no_before - no_hit)
+    may_play, may_after = yes_before > 0, yes_after > 0
+    shows = may_play & (no_before > 0) & may_after & (no_after == 0)  # now surely playable, not before
+    ruled_out = yes_before + no_before - yes_after - no_after  # [..., Q, H, N]
+    card_status = cards @ status[..., None, :, :]  # [..., Q, H, F]: zeros where no card
+    per_hint = touched.transpose(-1, -2) @ card_status / h  # [..., Q, N, F]: the touched cards' facts
+    open_ = touched.bool() & may_play & may_after  # the slots the hint leaves possibly playable
+    slot = torch.arange(h, device=obs.device)[:, None]
+    newest = torch.where(open_, slot, -1).max(-2).values  # [..., Q, N] the newest such slot, -1: none
+    is_playable = torch.gather(card_status[..., 0], -1, newest.clamp(min=0)).bool() & (newest >= 0)
+    facts = torch.cat([touched.sum(-2)[..., None] / h, per_hint, torch.stack([
+        shows.float().sum(-2) / h, ruled_out.sum(-2) / (h * t), is_playable.float(),
+        ((newest >= 0) & ~is_playable).float()], -1)], -1)  # [..., Q, N, HINT_FACTS]
+    return facts.flatten(-3)

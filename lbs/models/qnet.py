@@ -72,6 +72,9 @@ class NetConfig:
     counting: bool = False
     """also feed what the card counts say (lbs.models.card_facts): per card id and per slot of every hand
     the chance it is playable / useless / a last copy; public facts into the public network too"""
+    hint_facts: bool = False
+    """also feed what each hint the observer could give would say (lbs.models.card_facts.hint_facts): per
+    partner and hint, the touched cards' facts, the slots it shows playable, what it rules out"""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -80,7 +83,7 @@ class NetConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"NetConfig.{name}={v!r}: must be an int >= 1")
-        for name in ("aux_head", "dueling", "counting"):
+        for name in ("aux_head", "dueling", "counting", "hint_facts"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NetConfig.{name}={getattr(self, name)!r}: must be a bool")
 
@@ -170,8 +173,10 @@ class QNet(nn.Module):
         self.head = QHead(cfg.hidden, self.num_actions, cfg.dueling)
         self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
         facts = (card_facts.public_dim(game), card_facts.private_dim(game)) if cfg.counting else (0, 0)
-        self.private_in = game.private_dim + sum(facts)
-        """width of the private network's input: the observation, then the facts (NetConfig.counting)"""
+        hints = card_facts.hint_dim(game) if cfg.hint_facts else 0
+        self.private_in = game.private_dim + sum(facts) + hints
+        """width of the private network's input: the observation, then the facts (NetConfig.counting), then
+        the hint facts (NetConfig.hint_facts)"""
         self.public_in = game.public_dim + facts[0]
         """width of the public network's input"""
 
@@ -183,12 +188,15 @@ class QNet(nn.Module):
     def private_input(self, priv: torch.Tensor, facts: torch.Tensor | None = None) -> torch.Tensor:
         """The private network's input from observations [..., private_dim] (already in self.dtype): the
         observation, then (NetConfig.counting) its public facts (`facts` where already computed from the
-        same step's public features) and its private facts."""
-        if not self.cfg.counting:
-            return priv
-        if facts is None:
-            facts = self.public_facts(priv[..., self.game.obs_dim - self.game.public_dim :])
-        return torch.cat([priv, facts, card_facts.private_facts(self.game, priv).to(priv.dtype)], -1)
+        same step's public features) and its private facts, then (NetConfig.hint_facts) its hint facts."""
+        parts = [priv]
+        if self.cfg.counting:
+            if facts is None:
+                facts = self.public_facts(priv[..., self.game.obs_dim - self.game.public_dim :])
+            parts += [facts, card_facts.private_facts(self.game, priv).to(priv.dtype)]
+        if self.cfg.hint_facts:
+            parts.append(card_facts.hint_facts(self.game, priv).to(priv.dtype))
+        return torch.cat(parts, -1) if len(parts) > 1 else priv
 
     @property
     def dtype(self) -> torch.dtype:

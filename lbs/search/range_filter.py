@@ -11,7 +11,9 @@ column per (slot, card): one embedding-bag sum per candidate instead of re-encod
 reads the card-count facts (NetConfig.counting) sees them too: the facts of the searcher's cards as the
 mover sees them are one more term per (game, slot, card), and the mover's own slots' chances under the
 copies it cannot see are ratios whose numerator and denominator each lose one term per candidate card,
-summed the same way, then divided.
+summed the same way, then divided. A network that reads the hint facts (NetConfig.hint_facts) re-encodes
+every candidate: what a hint would show depends on the whole hand (its newest touched slot), no sum over
+slots.
 
 Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
 filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
@@ -69,7 +71,7 @@ class CandidatePolicy:
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = isinstance(module, QNet)
+            self.fast = isinstance(module, QNet) and not module.cfg.hint_facts
             self.counting = self.fast and module.cfg.counting
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 

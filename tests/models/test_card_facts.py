@@ -1,5 +1,5 @@
-"""The card-count facts a counting network reads, against a plain reference computed from the game state
-(not from the observation), on random games long enough for colours to die."""
+"""The card-count facts a counting network reads, and the hint facts, against a plain reference computed
+from the game state (not from the observation), on random games long enough for colours to die."""
 
 from __future__ import annotations
 
@@ -90,3 +90,53 @@ def test_facts_of_fp16_observations() -> None:
     _, priv, publ, _ = random_rollout(game, 8, 20, seed=2)[-1]
     assert torch.equal(card_facts.private_facts(game, priv.half()), card_facts.private_facts(game, priv))
     assert torch.equal(card_facts.public_facts(game, publ.half()), card_facts.public_facts(game, publ))
+    assert torch.equal(card_facts.hint_facts(game, priv.half()), card_facts.hint_facts(game, priv))
+
+
+def hint_ref(game: GameConfig, state: HanabiState, b: int, k: int) -> list[float]:
+    """hint_facts of observer k in game b, plainly: per other player (seat order from k), per hint (colours,
+    then ranks), what it would touch, show and rule out."""
+    status, r = status_ref(game, state, b), game.ranks
+    fw, disc = state.fireworks[b].tolist(), state.discards[b].tolist()
+    left = [game.card_counts[t] - disc[t] - int(t % r < fw[t // r]) for t in range(game.card_types)]
+    h, types, out = game.hand_size, range(game.card_types), []
+    hints = [lambda t, c=c: t // r == c for c in range(game.colors)] + [lambda t, q=q: t % r == q
+                                                                        for q in range(r)]
+    for i in range(1, game.players):
+        p = (k + i) % game.players
+        hand = state.hands[b, p].tolist()
+        colour, rank = state.color_plausible[b, p].tolist(), state.rank_plausible[b, p].tolist()
+        plausible = [[t for t in types if hand[s] >= 0 and left[t] > 0 and colour[s][t // r]
+                      and rank[s][t % r]] for s in range(h)]
+        for match in hints:
+            touched = [hand[s] >= 0 and match(hand[s]) for s in range(h)]
+            kept = [[t for t in plausible[s] if match(t) == touched[s]] for s in range(h)]
+            may = [any(status[t][0] for t in plausible[s]) for s in range(h)]
+            sure = [may[s] and all(status[t][0] for t in plausible[s]) for s in range(h)]
+            may_after = [any(status[t][0] for t in kept[s]) for s in range(h)]
+            sure_after = [may_after[s] and all(status[t][0] for t in kept[s]) for s in range(h)]
+            open_ = [s for s in range(h) if touched[s] and may[s] and may_after[s]]
+            newest_playable = bool(open_) and bool(status[hand[open_[-1]]][0])
+            facts = [sum(status[hand[s]][f] for s in range(h) if touched[s]) / h for f in range(3)]
+            out += [sum(touched) / h, *facts,
+                    sum(may[s] and not sure[s] and sure_after[s] for s in range(h)) / h,
+                    sum(len(plausible[s]) - len(kept[s]) for s in range(h)) / (h * game.card_types),
+                    float(newest_playable), float(bool(open_) and not newest_playable)]
+    return out
+
+
+@pytest.mark.parametrize("name", ["p2", "p3", "p2_c2_r3", "p4_l1_i2"])
+def test_hint_facts_equal_the_plain_reference(name: str) -> None:
+    game = CONFIGS[name]
+    seen = torch.zeros(card_facts.HINT_FACTS)
+    for step, (state, priv, _publ, _legal) in enumerate(random_rollout(game, 24, 40, seed=3)):
+        if step % 3:
+            continue
+        got = card_facts.hint_facts(game, priv)  # [B, P, hint_dim]
+        assert got.shape[-1] == card_facts.hint_dim(game)
+        for b in range(0, state.batch_size, 3):
+            for k in range(game.players):
+                want = torch.tensor(hint_ref(game, state, b, k))
+                torch.testing.assert_close(got[b, k], want, rtol=1e-5, atol=1e-6)
+                seen += (want.view(-1, card_facts.HINT_FACTS) > 0).sum(0)
+    assert (seen > 0).all(), f"the games never exercised every hint fact: {seen.tolist()}"

@@ -16,6 +16,10 @@ from lbs.models.qnet import KINDS, QHead, lstm_cells
 SMALL = dict(hidden=32, lstm_layers=2, mlp_layers=2)
 
 
+FACTS = {"plain": {}, "counting": {"counting": True}, "hints": {"counting": True, "hint_facts": True}}
+"""The inputs a network may read beside the observation (NetConfig.counting, NetConfig.hint_facts)."""
+
+
 def small_net(game: GameConfig, kind: str, **kw) -> torch.nn.Module:
     torch.manual_seed(0)
     return make_qnet(game, NetConfig(kind=kind, **{**SMALL, **kw})).eval()
@@ -76,7 +80,7 @@ def test_bad_inputs_raise() -> None:
 @pytest.mark.parametrize(
     "field,value",
     [("kind", "gru"), ("hidden", 0), ("lstm_layers", 1.5), ("mlp_layers", 0), ("aux_head", "yes"),
-     ("dueling", 1), ("counting", "no")],
+     ("dueling", 1), ("counting", "no"), ("hint_facts", 0)],
 )
 def test_netconfig_validation(field: str, value) -> None:
     with pytest.raises(ValueError, match=f"NetConfig.{field}"):
@@ -107,11 +111,12 @@ def test_dueling_mean_over_legal(dueling: bool) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kind,counting", [(k, False) for k in KINDS] + [("publ_lstm", True)])
-def test_sequence_equals_stepping(kind: str, counting: bool, device: str) -> None:
+@pytest.mark.parametrize("kind,facts", [(k, "plain") for k in KINDS] + [("publ_lstm", "counting"),
+                                                                         ("publ_lstm", "hints")])
+def test_sequence_equals_stepping(kind: str, facts: str, device: str) -> None:
     """On CUDA a single step runs as explicit LSTM cells and a sequence through cuDNN: the same function."""
     game = CONFIGS["p3"]
-    net = small_net(game, kind, counting=counting).to(device)
+    net = small_net(game, kind, **FACTS[facts]).to(device)
     priv, publ, legal = (x.to(device) for x in sequences(game, 2, 6))
     hid0 = net.initial_state(priv.shape[0])
     with torch.no_grad(), tf32_matmuls(False):
@@ -151,13 +156,13 @@ def _perturb_hands(game: GameConfig, priv: torch.Tensor, seed: int) -> torch.Ten
     return out
 
 
-@pytest.mark.parametrize("counting", [False, True])
+@pytest.mark.parametrize("facts", list(FACTS))
 @pytest.mark.parametrize("kind", KINDS)
-def test_public_state_ignores_private_features(kind: str, counting: bool) -> None:
+def test_public_state_ignores_private_features(kind: str, facts: str) -> None:
     """Changing the other players' hands changes Q but, for publ_lstm, never the recurrent state (the
     card-count facts of a counting network included: the public ones read public features only)."""
     game = CONFIGS["p2"]
-    net = small_net(game, kind, counting=counting)
+    net = small_net(game, kind, **FACTS[facts])
     priv, publ, legal = sequences(game, 2, 5)
     priv2 = _perturb_hands(game, priv, 3)
     assert torch.equal(public_features(game, priv2), publ) and not torch.equal(priv2, priv)
@@ -173,11 +178,11 @@ def test_public_state_ignores_private_features(kind: str, counting: bool) -> Non
         assert net.hidden_is_public
 
 
-@pytest.mark.parametrize("counting", [False, True])
+@pytest.mark.parametrize("facts", list(FACTS))
 @pytest.mark.parametrize("kind", ["publ_lstm", "ff"])
-def test_q_from_public_matches_forward(kind: str, counting: bool) -> None:
+def test_q_from_public_matches_forward(kind: str, facts: str) -> None:
     game = CONFIGS["p2"]
-    net = small_net(game, kind, counting=counting)
+    net = small_net(game, kind, **FACTS[facts])
     priv, publ, legal = sequences(game, 2, 5)
     rows, k = priv.shape[0], 4
     hid0 = net.initial_state(rows)

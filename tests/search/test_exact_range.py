@@ -34,11 +34,11 @@ TINY = {
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def blueprint(game: GameConfig, device: str = "cpu", counting: bool = False) -> torch.nn.Module:
-    """A small random public-LSTM net: its moves depend on the cards it sees (counting: also on the facts
-    computed from them, so the range filter re-encodes each candidate)."""
+def blueprint(game: GameConfig, device: str = "cpu", **facts: bool) -> torch.nn.Module:
+    """A small random public-LSTM net: its moves depend on the cards it sees (facts: NetConfig.counting,
+    NetConfig.hint_facts, so also on what those compute from them)."""
     torch.manual_seed(1)
-    cfg = NetConfig(hidden=16, lstm_layers=1, mlp_layers=2, counting=counting)
+    cfg = NetConfig(hidden=16, lstm_layers=1, mlp_layers=2, **facts)
     return make_qnet(game, cfg).to(device).eval()
 
 
@@ -128,7 +128,7 @@ def assert_same(got: dict, want: dict, where: str) -> None:
 def test_range_equals_brute_force_posterior(name: str, every: int, chunk: int | None, device: str) -> None:
     """every=3 compares only every third move, so partner filters stay pending across own plays; chunk=2
     works the range two rows at a time (a memory cap: the same range)."""
-    check_range(name, every, chunk, False, device)
+    check_range(name, every, chunk, {}, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -137,14 +137,22 @@ def test_range_of_a_counting_blueprint_equals_brute_force_posterior(name: str, d
     """A blueprint that reads the card-count facts: the filter's per-card terms and own-slot ratios keep the
     range the posterior. (On p3_c1_r3_h2 this random net's moves never depend on the searcher's cards, so
     that game would check nothing.)"""
-    check_range(name, 1, None, True, device)
+    check_range(name, 1, None, {"counting": True}, device)
 
 
-def check_range(name: str, every: int, chunk: int | None, counting: bool, device: str) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["p2_c2_r2_h2", "p3_c2_r2_h2"])
+def test_range_of_a_hint_facts_blueprint_equals_brute_force_posterior(name: str, device: str) -> None:
+    """A blueprint that also reads the hint facts (what each hint it could give would show, a function of
+    the whole hand): the filter re-encodes every candidate and the range stays the posterior."""
+    check_range(name, 1, None, {"counting": True, "hint_facts": True}, device)
+
+
+def check_range(name: str, every: int, chunk: int | None, facts: dict[str, bool], device: str) -> None:
     """The range of each seat against the brute-force posterior of 6 greedy games, every `every` moves."""
     game = TINY[name]
-    net = blueprint(game, device, counting)
-    ref_net = blueprint(game, counting=counting)
+    net = blueprint(game, device, **facts)
+    ref_net = blueprint(game, **facts)
     n = 6
     turns = play_games(game, net, n, seed=3, device=device)
     decks = all_decks(game)
@@ -299,6 +307,8 @@ def test_fast_first_layer_equals_full_network(counting: bool) -> None:
     seat = 0
     policy = CandidatePolicy(game, served(net), seat)
     assert policy.fast and (policy.counting == counting)
+    hints = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=True, hint_facts=True))
+    assert not CandidatePolicy(game, served(hints.eval()), seat).fast  # hint facts: re-encoded
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)
