@@ -13,6 +13,8 @@ other hands says (their cards' facts, and the observer's own slots under the cop
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from ..hanabi.config import GameConfig
@@ -104,38 +106,65 @@ def hint_dim(game: GameConfig) -> int:
     return HINT_FACTS * (game.players - 1) * (game.colors + game.ranks)
 
 
+def hint_masks(game: GameConfig, device: torch.device) -> torch.Tensor:
+    """[N, T] float: which card ids each hint touches, colours then ranks (N = colours + ranks)."""
+    tb = tables(game, device)
+    return torch.cat([tb.card_color[None, :] == torch.arange(game.colors, device=device)[:, None],
+                      tb.card_rank[None, :] == torch.arange(game.ranks, device=device)[:, None]]).float()
+
+
+class HintKnowledge(NamedTuple):
+    """What the other players' hint knowledge says before any card is read: per slot the plausible
+    identities (a copy left) that are playable / not, and of those the ones each hint's card type matches.
+    Shapes [..., Q, H, 1] and [..., Q, H, N] (Q: the other players from the observer on), status
+    [..., T, FACTS]. SPARTA's filter reads the searcher's slots from it with candidate cards."""
+
+    status: torch.Tensor
+    yes: torch.Tensor
+    no: torch.Tensor
+    yes_hit: torch.Tensor
+    no_hit: torch.Tensor
+
+
+def hint_knowledge(game: GameConfig, obs: torch.Tensor) -> HintKnowledge:
+    """HintKnowledge of canonical observations [..., obs_dim]: sums over card types as matmuls."""
+    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
+    plausible = know[..., 1:, :, :] * (left > 0).float()[..., None, None, :]  # [..., Q, H, T]
+    playable = status[..., None, None, :, 0]  # [..., 1, 1, T]
+    yes, no = plausible * playable, plausible * (1 - playable)
+    hint = hint_masks(game, obs.device).t()
+    return HintKnowledge(status, yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True), yes @ hint, no @ hint)
+
+
+def hint_facts_of(game: GameConfig, kn: HintKnowledge, touched: torch.Tensor,
+                  card_status: torch.Tensor) -> torch.Tensor:
+    """[..., Q, N, HINT_FACTS] from HintKnowledge kn, which slots each hint touches touched [..., Q, H, N]
+    (float 0/1) and the slots' card facts card_status [..., Q, H, FACTS] (zeros: no card)."""
+    h, t = game.hand_size, game.card_types
+    # a touched slot keeps the hint's identities, an untouched one the others
+    yes_after = torch.where(touched > 0, kn.yes_hit, kn.yes - kn.yes_hit)
+    no_after = torch.where(touched > 0, kn.no_hit, kn.no - kn.no_hit)
+    may_play, may_after = kn.yes > 0, yes_after > 0
+    shows = may_play & (kn.no > 0) & may_after & (no_after == 0)  # now surely playable, not before
+    ruled_out = kn.yes + kn.no - yes_after - no_after  # [..., Q, H, N]
+    per_hint = touched.transpose(-1, -2) @ card_status / h  # [..., Q, N, F]: the touched cards' facts
+    open_ = touched.bool() & may_play & may_after  # the slots the hint leaves possibly playable
+    slot = torch.arange(h, device=touched.device)[:, None]
+    newest = torch.where(open_, slot, -1).max(-2).values  # [..., Q, N] the newest such slot, -1: none
+    is_playable = torch.gather(card_status[..., 0], -1, newest.clamp(min=0)).bool() & (newest >= 0)
+    return torch.cat([touched.sum(-2)[..., None] / h, per_hint, torch.stack([
+        shows.float().sum(-2) / h, ruled_out.sum(-2) / (h * t), is_playable.float(),
+        ((newest >= 0) & ~is_playable).float()], -1)], -1)
+
+
 def hint_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
     """[..., hint_dim(game)] float from canonical observations [..., obs_dim]: what each hint the observer
     could give would say to its target, read from the target's hint knowledge (plausible cards with a copy
     left) and the cards the observer sees there. Slot counts are divided by the hand size, ruled-out
     identities by hand size x card types. A rule bot's hint choice is a function of these (SmartBot: show
     a playable card, rule out the most); a network would otherwise learn them from one-hot bits."""
-    tb, c, r, t, h = tables(game, obs.device), game.colors, game.ranks, game.card_types, game.hand_size
-    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
-    lead, q = obs.shape[:-1], game.players - 1
-    cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, q, h, t)
-    hint = torch.cat([tb.card_color[None, :] == torch.arange(c, device=obs.device)[:, None],
-                      tb.card_rank[None, :] == torch.arange(r, device=obs.device)[:, None]]).float()  # [N, T]
-    plausible = know[..., 1:, :, :] * (left > 0).float()[..., None, None, :]  # [..., Q, H, T]
-    playable = status[..., None, None, :, 0]  # [..., 1, 1, T]
-    touched = cards @ hint.t()  # [..., Q, H, N]
-    # per slot, the plausible identities that are (not) playable, before the hint and kept by it: sums over
-    # card types as matmuls (a touched slot keeps the hint's identities, an untouched one the others)
-    yes, no = plausible * playable, plausible * (1 - playable)
-    yes_before, no_before = yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True)  # [..., Q, H, 1]
-    yes_hit, no_hit = yes @ hint.t(), no @ hint.t()  # [..., Q, H, N]
-    yes_after = torch.where(touched > 0, yes_hit, yes_before - yes_hit)
-    no_after = torch.where(touched > 0, no_hit, no_before - no_hit)
-    may_play, may_after = yes_before > 0, yes_after > 0
-    shows = may_play & (no_before > 0) & may_after & (no_after == 0)  # now surely playable, not before
-    ruled_out = yes_before + no_before - yes_after - no_after  # [..., Q, H, N]
-    card_status = cards @ status[..., None, :, :]  # [..., Q, H, F]: zeros where no card
-    per_hint = touched.transpose(-1, -2) @ card_status / h  # [..., Q, N, F]: the touched cards' facts
-    open_ = touched.bool() & may_play & may_after  # the slots the hint leaves possibly playable
-    slot = torch.arange(h, device=obs.device)[:, None]
-    newest = torch.where(open_, slot, -1).max(-2).values  # [..., Q, N] the newest such slot, -1: none
-    is_playable = torch.gather(card_status[..., 0], -1, newest.clamp(min=0)).bool() & (newest >= 0)
-    facts = torch.cat([touched.sum(-2)[..., None] / h, per_hint, torch.stack([
-        shows.float().sum(-2) / h, ruled_out.sum(-2) / (h * t), is_playable.float(),
-        ((newest >= 0) & ~is_playable).float()], -1)], -1)  # [..., Q, N, HINT_FACTS]
-    return facts.flatten(-3)
+    kn = hint_knowledge(game, obs)
+    lead, h, t = obs.shape[:-1], game.hand_size, game.card_types
+    cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, game.players - 1, h, t)
+    touched = cards @ hint_masks(game, obs.device).t()  # [..., Q, H, N]
+    return hint_facts_of(game, kn, touched, cards @ kn.status[..., None, :, :]).flatten(-3)

@@ -11,9 +11,9 @@ column per (slot, card): one embedding-bag sum per candidate instead of re-encod
 reads the card-count facts (NetConfig.counting) sees them too: the facts of the searcher's cards as the
 mover sees them are one more term per (game, slot, card), and the mover's own slots' chances under the
 copies it cannot see are ratios whose numerator and denominator each lose one term per candidate card,
-summed the same way, then divided. A network that reads the hint facts (NetConfig.hint_facts) re-encodes
-every candidate: what a hint would show depends on the whole hand (its newest touched slot), no sum over
-slots.
+summed the same way, then divided. A network that reads the hint facts (NetConfig.hint_facts) sees what
+each hint to the searcher would show: the searcher's slots' hint knowledge is shared, so per candidate
+only the touched slots and the cards' facts are read, and the hint facts enter through their columns.
 
 Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
 filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
@@ -51,6 +51,7 @@ class PartnerView:
     move: torch.Tensor  # [G] long: the move the partner made
     table: torch.Tensor | None = None  # fast path: [G*H*T + G + 1, hidden] slot terms, shared term, zero row
     own: OwnFacts | None = None  # fast path of a counting network: the mover's own-slot facts
+    hints: HintTerms | None = None  # fast path of a network reading hint facts: hints to the searcher
 
 
 @dataclass
@@ -65,14 +66,25 @@ class OwnFacts:
     weight: torch.Tensor  # [hidden, H*F] the first layer's columns of the own-slot facts
 
 
+@dataclass
+class HintTerms:
+    """A hint-facts network's mover's hints to the searcher: the searcher's slots' hint knowledge (shared by
+    every candidate; card_facts.HintKnowledge with the other players' axis taken at the searcher) and the
+    first layer's columns of the hint facts, per other player's block."""
+
+    knowledge: card_facts.HintKnowledge  # status [G, T, F]; yes, no [G, H, 1]; yes_hit, no_hit [G, H, N]
+    weight: torch.Tensor  # [(P-1) * N * HINT_FACTS, hidden]
+
+
 class CandidatePolicy:
     """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
 
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = isinstance(module, QNet) and not module.cfg.hint_facts
+            self.fast = isinstance(module, QNet)
             self.counting = self.fast and module.cfg.counting
+            self.hints = self.fast and module.cfg.hint_facts
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
@@ -112,7 +124,8 @@ class CandidatePolicy:
         if self.counting:
             f, own = card_facts.FACTS, g.obs_dim + card_facts.public_dim(g)  # where the own-slot facts start
             status, unseen, know, _ = card_facts.own_view(g, view.obs)  # [G, T, F], [G, T], [G, H, T]
-            w_seen = lin.weight[:, own + h * f :].t().reshape(g.players - 1, h, f, -1)
+            seen = own + h * f  # then the facts of the cards the mover sees, block by block
+            w_seen = lin.weight[:, seen : seen + (g.players - 1) * h * f].t().reshape(g.players - 1, h, f, -1)
             w_seen = w_seen.index_select(0, view.block)  # [G, H, F, hidden] the searcher's slots' facts
             slots = slots + torch.einsum("gtf,ghfk->ghtk", status.to(dtype), w_seen)  # the cards' facts
             w = know * unseen[:, None, :]  # the mover's V0 weights with the block empty
@@ -122,6 +135,12 @@ class CandidatePolicy:
             view.own = OwnFacts(base.flatten(1), torch.cat([terms, terms.new_zeros(1, terms.shape[1])]),
                                 lin.weight[:, own : own + h * f])
             x[:, own : own + h * f] = 0  # added per candidate (_own_term)
+        if self.hints:
+            start, rows = lin.in_features - card_facts.hint_dim(g), torch.arange(len(view.block))
+            kn = card_facts.hint_knowledge(g, view.obs)
+            at = card_facts.HintKnowledge(kn.status, *(k[rows, view.block] for k in kn[1:]))  # [G, H, ...]
+            view.hints = HintTerms(at, lin.weight[:, start:].t())
+            x[:, start:].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
         shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
         slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
         return torch.cat([slots, shared, shared.new_zeros(1, shared.shape[1])])
@@ -149,6 +168,8 @@ class CandidatePolicy:
             x = F.embedding_bag(idx, view.table, mode="sum")  # [n, hidden] first-layer pre-activation
             if view.own is not None:
                 x = x + self._own_term(view.own, hands, game, held)
+            if view.hints is not None:
+                x = x + self._hint_term(view.hints, view.block, hands, game, held)
             with self.net.borrowed() as net:
                 return net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
@@ -165,6 +186,20 @@ class CandidatePolicy:
         left = left.view(-1, h, f + 1)
         facts = left[..., :f] / left[..., f:].clamp(min=1e-9)  # [n, H, F]
         return facts.flatten(1).to(own.weight.dtype) @ own.weight.t()
+
+    def _hint_term(self, hints: HintTerms, block: torch.Tensor, hands: torch.Tensor, game: torch.Tensor,
+                   held: torch.Tensor) -> torch.Tensor:
+        """[n, hidden]: the first-layer term of the mover's hint facts for hints to the searcher under each
+        candidate hand (which slots each hint touches, the cards' facts, the shared slot knowledge)."""
+        g, kn, card = self.game, hints.knowledge, hands.clamp(min=0)
+        here = held[..., None].float()
+        touched = card_facts.hint_masks(g, hands.device).t()[card] * here  # [n, H, N]
+        status = kn.status[game[:, None], card]  # [n, H, F], read at touched slots only
+        at = card_facts.HintKnowledge(None, *(k.index_select(0, game) for k in kn[1:]))
+        facts = card_facts.hint_facts_of(g, at, touched, status).flatten(1)  # [n, N * HINT_FACTS]
+        full = facts.new_zeros(len(game), g.players - 1, facts.shape[1])
+        full[torch.arange(len(game), device=game.device), block.index_select(0, game)] = facts
+        return full.flatten(1).to(hints.weight.dtype) @ hints.weight
 
     def made_move(self, view: PartnerView, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
         """[n] bool: the mover's move is legal and (within Q_TOL) greedy under each candidate hand."""

@@ -143,8 +143,8 @@ def test_range_of_a_counting_blueprint_equals_brute_force_posterior(name: str, d
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["p2_c2_r2_h2", "p3_c2_r2_h2"])
 def test_range_of_a_hint_facts_blueprint_equals_brute_force_posterior(name: str, device: str) -> None:
-    """A blueprint that also reads the hint facts (what each hint it could give would show, a function of
-    the whole hand): the filter re-encodes every candidate and the range stays the posterior."""
+    """A blueprint that also reads the hint facts (what each hint it could give would show): the filter's
+    per-candidate hint terms keep the range the posterior."""
     check_range(name, 1, None, {"counting": True, "hint_facts": True}, device)
 
 
@@ -294,21 +294,21 @@ def test_draws_above_max_range_are_posterior_draws() -> None:
         assert tv < 0.06, (g, tv, len(want))
 
 
-@pytest.mark.parametrize("counting", [False, True])
-def test_fast_first_layer_equals_full_network(counting: bool) -> None:
+@pytest.mark.parametrize("counting,hint_facts", [(False, False), (True, False), (True, True)])
+def test_fast_first_layer_equals_full_network(counting: bool, hint_facts: bool) -> None:
     """The per-(slot, card) first-layer sum gives the network's own Q for the true hand (full game), also
-    for a network reading the card-count facts (their terms per candidate card, the own slots' ratios)."""
+    for a network reading the card-count facts (their terms per candidate card, the own slots' ratios) and
+    the hint facts (the searcher's slot knowledge shared, the candidate's touched slots read)."""
     game = GameConfig(players=3)
     torch.manual_seed(0)
-    net = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting)).eval()
+    cfg = NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting, hint_facts=hint_facts)
+    net = make_qnet(game, cfg).eval()
     state = engine.reset(game, torch.arange(6))
     for t in range(4):
         state = engine.step(game, state, engine.random_moves(game, state, torch.arange(6) + t))[0]
     seat = 0
     policy = CandidatePolicy(game, served(net), seat)
-    assert policy.fast and (policy.counting == counting)
-    hints = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=True, hint_facts=True))
-    assert not CandidatePolicy(game, served(hints.eval()), seat).fast  # hint facts: re-encoded
+    assert policy.fast and (policy.counting == counting) and (policy.hints == hint_facts)
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)
