@@ -40,7 +40,7 @@ from lbs.hanabi.engine import tables
 from lbs.models import make_qnet, resolve_device
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.config import PRESETS
-from lbs.rl.demos import agreement, record_demos
+from lbs.rl.demos import agreement_by_kind, record_demos
 from lbs.rl.r2d2 import (
     double_q_bootstrap,
     gather_actions,
@@ -181,13 +181,14 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     def measure() -> None:
         net.eval()
         with torch.no_grad():
-            agree = agreement(net, held, lambda x: public_features(game, x))
+            kinds = agreement_by_kind(game, net, held, lambda x: public_features(game, x))
             score = evaluate(game, net.step, net.initial_state, args.score_games, args.seed, device=dev)
         net.train()
         loss = float(torch.stack(losses).mean()) if losses else float("nan")
+        agree = sum(row[0] for row in kinds.values()) / max(1, sum(map(sum, kinds.values())))
         points.append({"cpu_min": spent / 60, "wall_min": wall / 60, "updates": updates, "games": seen,
                        "loss": loss, "agree": agree, "score": score.mean, "sem": score.sem,
-                       "bombed": score.bombed})
+                       "bombed": score.bombed, "kinds": kinds})
         losses.clear()
         print(f"{spent / 60:6.1f} CPU-min  {wall / 60:6.1f} wall-min  {updates:6d} updates  {seen:7d} games  "
               f"loss {loss:.3f}  agreement {agree:.3f}  {score}", flush=True)
@@ -228,6 +229,34 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     if not stopped and points[-1]["updates"] != updates:
         measure()
     return points, stopped
+
+
+KIND_NAMES = ("discards", "plays", "colour hints", "rank hints")
+"""MOVE_KINDS as a report names them."""
+
+
+def by_kind(point: dict) -> str:
+    """A measurement's agreement per kind of SmartBot's move ("-" for a row from before it was kept)."""
+    kinds = point.get("kinds")
+    if not kinds:
+        return "-"
+    return " / ".join(f"{100 * row[0] / max(1, sum(row)):.1f}" for row in kinds.values())
+
+
+def differs(point: dict) -> str:
+    """Where the copy differs at a measurement: per kind of SmartBot's move, what the network did instead."""
+    if not point.get("kinds"):
+        return ""
+    lines = ["", "Where the copy differs at the last measurement: per kind of SmartBot's move on the",
+             "held-out games, the share the network's greedy move matched and, where not, the kind it chose",
+             "instead (the same kind: another slot or another hint).", "",
+             f"| SmartBot's move | moves | same move % | instead: {' / '.join(KIND_NAMES)} % |",
+             "|---|---|---|---|"]
+    for name, row in zip(KIND_NAMES, point["kinds"].values(), strict=True):
+        n = max(1, sum(row))
+        lines.append(f"| {name} | {sum(row)} | {100 * row[0] / n:.1f} | "
+                     f"{' / '.join(f'{100 * x / n:.1f}' for x in row[1:])} |")
+    return "\n".join(lines) + "\n"
 
 
 def figure(points: list[dict], path, title: str, line: float | None, top: int, key: str = "cpu_min") -> None:
@@ -350,7 +379,7 @@ def main() -> None:
     key = "cpu_min" if device.type == "cpu" else "wall_min"
     rows = "\n".join(
         f"| {p['cpu_min']:.1f} | {p.get('wall_min', math.nan):.1f} | {p['updates']} | {p['games']} | "
-        f"{p['loss']:.3f} | {100 * p['agree']:.1f} | {p['score']:.3f} ± {p['sem']:.3f} | "
+        f"{p['loss']:.3f} | {100 * p['agree']:.1f} | {by_kind(p)} | {p['score']:.3f} ± {p['sem']:.3f} | "
         f"{100 * p['bombed']:.1f} |" for p in points)
     png = out.with_suffix(".png")
     first = blob["points"][-1][key] if blob else 0.0
@@ -371,7 +400,7 @@ def main() -> None:
     width += ", reading the hint facts (NetConfig.hint_facts)" if args.hint_facts else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "
-            "score ± s.e.m. | ")
+            f"of SmartBot's {' / '.join(KIND_NAMES)} % | score ± s.e.m. | ")
     text = f"""# Imitating SmartBot: supervised learning of its moves ({datetime.date.today()})
 
 - machine: {machine()}
@@ -386,9 +415,9 @@ def main() -> None:
 - figure: {png.name}{early}{resumed}
 
 {head}bomb-out % |
-|---|---|---|---|---|---|---|---|
+|---|---|---|---|---|---|---|---|---|
 {rows}
-"""
+{differs(points[-1])}"""
     write_result(text, NAME, args.record, args.out, out)
 
 

@@ -138,6 +138,33 @@ def update_mixed_priorities(selfplay: PrioritizedReplay, demos: PrioritizedRepla
 def agreement(net, episodes: Episodes, public_fn: Callable[[torch.Tensor], torch.Tensor]) -> float:
     """Fraction of the demonstrator's moves (acting seats on valid steps of recorded episodes) that the
     network's greedy move equals: how close the policy is to the demonstrator's (one host sync)."""
+    choice, acts, moving = _greedy_and_demo(net, episodes, public_fn)
+    return float(((choice == acts) & moving).sum() / moving.sum().clamp_min(1))
+
+
+MOVE_KINDS = ("discard", "play", "colour hint", "rank hint")
+"""The kinds of move, in the order of GameConfig's move numbering."""
+
+
+def agreement_by_kind(game: GameConfig, net, episodes: Episodes,
+                      public_fn: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, list[int]]:
+    """Per kind of the demonstrator's move (MOVE_KINDS), counts: the network's greedy move the same, then
+    different and of each kind (MOVE_KINDS' order): where a copy still differs, beyond agreement's one
+    number (whose numerator is the sum of the first counts and denominator the sum of all)."""
+    choice, acts, moving = _greedy_and_demo(net, episodes, public_fn)
+    edges = torch.tensor([game.play_move(0), game.color_hint_move(1, 0), game.rank_hint_move(1, 0)],
+                         device=acts.device)  # where plays, colour hints and rank hints start
+    demo, mine = (torch.bucketize(m[moving], edges, right=True) for m in (acts, choice))
+    same = choice[moving] == acts[moving]
+    table = torch.zeros(len(MOVE_KINDS), len(MOVE_KINDS) + 1, dtype=torch.long, device=acts.device)
+    table[:, 0] = torch.bincount(demo[same], minlength=len(MOVE_KINDS))
+    table.view(-1).index_add_(0, demo[~same] * (len(MOVE_KINDS) + 1) + 1 + mine[~same],
+                              torch.ones_like(demo[~same]))
+    return dict(zip(MOVE_KINDS, table.tolist(), strict=True))
+
+
+def _greedy_and_demo(net, episodes: Episodes, public_fn) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the network's greedy moves, the demonstrator's, where a seat acts), each [B * P, T]."""
     priv = episodes["priv"].float()
     legal, action, mask = episodes["legal"], episodes["action"], episodes["mask"]
     b, t, p, a = legal.shape
@@ -146,4 +173,4 @@ def agreement(net, episodes: Episodes, public_fn: Callable[[torch.Tensor], torch
     choice = greedy(q, players_as_rows(legal))  # [B * P, T]
     acts = players_as_rows(action)
     moving = players_as_rows(legal[..., : a - 1].any(-1)) & players_as_rows(mask[..., None].expand(b, t, p))
-    return float(((choice == acts) & moving).sum() / moving.sum().clamp_min(1))
+    return choice, acts, moving

@@ -11,12 +11,15 @@ from conftest import DEVICES
 from lbs.acting import greedy
 from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, public_features
+from lbs.hanabi.config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK
 from lbs.models import NetConfig, make_qnet
 from lbs.models.qnet import AUX_EMPTY, AUX_PLAYABLE
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.config import TrainConfig
 from lbs.rl.demos import (
+    MOVE_KINDS,
     agreement,
+    agreement_by_kind,
     demo_count,
     demo_sequences,
     mixed_sample,
@@ -136,6 +139,36 @@ def test_dagger_games_are_the_networks_own_labelled_with_smartbots_moves():
         assert torch.equal(said[mask[:, t]], eps["action"][:, t][mask[:, t]]), t
     differs = (eps["action"] != own["action"]) & mask[..., None]
     assert differs.any()  # the labels are not the moves made
+
+
+def test_agreement_by_kind_counts_each_kind_of_the_demonstrators_moves():
+    """Per kind of SmartBot's move, the network's same / other-kind answers, against a plain count over the
+    recorded steps (3 players: hints to two partners); the matches add up to agreement's fraction."""
+    game = GameConfig(players=3, colors=2, ranks=3, hand_size=3)
+    cfg = replace(PRESETS["tiny"], game=game, actor=ActorConfig(num_games=8, max_len=0))
+    torch.manual_seed(0)
+    net = make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1))
+    eps = record_demos(cfg, 8, torch.device("cpu"), learner=net)  # the network's own games: some agree
+    public = partial(public_features, game)
+    with torch.no_grad():
+        got = agreement_by_kind(game, net, eps, public)
+        b, t, p, _ = eps["legal"].shape
+        priv = eps["priv"].float().transpose(1, 2).flatten(0, 1)  # seats as rows
+        legal = eps["legal"].transpose(1, 2).flatten(0, 1)
+        q = net(priv, public(priv), legal, net.initial_state(b * p))[0]
+        mine = greedy(q, legal).view(b, p, t).transpose(1, 2)  # [B, T, P]
+    kind = {DISCARD: 0, PLAY: 1, REVEAL_COLOR: 2, REVEAL_RANK: 3}
+    want = [[0] * (len(MOVE_KINDS) + 1) for _ in MOVE_KINDS]
+    for g, step, seat in ((g, s, k) for g, s in eps["mask"].nonzero().tolist() for k in range(p)):
+        if not eps["legal"][g, step, seat, :-1].any():
+            continue  # a waiting seat
+        demo, net_move = int(eps["action"][g, step, seat]), int(mine[g, step, seat])
+        row = want[kind[game.move_table[demo][0]]]
+        row[0 if demo == net_move else 1 + kind[game.move_table[net_move][0]]] += 1
+    assert got == dict(zip(MOVE_KINDS, want, strict=True))
+    assert all(sum(row) > 0 for row in want) and sum(row[0] for row in want) > 0
+    n = sum(map(sum, want))
+    assert abs(sum(row[0] for row in want) / n - agreement(net, eps, public)) < 1e-6
 
 
 @pytest.mark.usefixtures("one_thread")
