@@ -335,7 +335,7 @@ def main() -> None:
             was = {k: blob["settings"].get(k, d) for k, d in RETUNABLE.items()}  # older files lack new knobs
             changes = ", ".join(f"{k.replace('_', '-')} {v} (was {was[k]})" for k, v in retuned.items()
                                 if v != was[k])
-            older = {"counting": False, "hint_facts": False}  # inputs files from before them lack
+            older = {"counting": False, "hint_facts": False}  # files saved before these inputs lack them
             vars(args).update({**was, **older, **blob["settings"], **retuned})
             if not {"games", "updates", "cpu_seconds"} <= set(blob["progress"]) or "points" not in blob:
                 raise KeyError("progress")

@@ -116,24 +116,24 @@ def hint_masks(game: GameConfig, device: torch.device) -> torch.Tensor:
 class HintKnowledge(NamedTuple):
     """What the other players' hint knowledge says before any card is read: per slot the plausible
     identities (a copy left) that are playable / not, and of those the ones each hint's card type matches.
-    Shapes [..., Q, H, 1] and [..., Q, H, N] (Q: the other players from the observer on), status
-    [..., T, FACTS]. SPARTA's filter reads the searcher's slots from it with candidate cards."""
+    Shapes [..., Q, H, 1] and [..., Q, H, N] (Q: the other players from the observer on). SPARTA's filter
+    reads the searcher's slots from it with candidate cards."""
 
-    status: torch.Tensor
     yes: torch.Tensor
     no: torch.Tensor
     yes_hit: torch.Tensor
     no_hit: torch.Tensor
 
 
-def hint_knowledge(game: GameConfig, obs: torch.Tensor) -> HintKnowledge:
-    """HintKnowledge of canonical observations [..., obs_dim]: sums over card types as matmuls."""
+def hint_knowledge(game: GameConfig, obs: torch.Tensor) -> tuple[torch.Tensor, HintKnowledge]:
+    """(card status [..., T, FACTS], HintKnowledge) of canonical observations [..., obs_dim]: sums over
+    card types as matmuls."""
     status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
     plausible = know[..., 1:, :, :] * (left > 0).float()[..., None, None, :]  # [..., Q, H, T]
     playable = status[..., None, None, :, 0]  # [..., 1, 1, T]
     yes, no = plausible * playable, plausible * (1 - playable)
     hint = hint_masks(game, obs.device).t()
-    return HintKnowledge(status, yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True), yes @ hint, no @ hint)
+    return status, HintKnowledge(yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True), yes @ hint, no @ hint)
 
 
 def hint_facts_of(game: GameConfig, kn: HintKnowledge, touched: torch.Tensor,
@@ -163,8 +163,8 @@ def hint_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
     left) and the cards the observer sees there. Slot counts are divided by the hand size, ruled-out
     identities by hand size x card types. A rule bot's hint choice is a function of these (SmartBot: show
     a playable card, rule out the most); a network would otherwise learn them from one-hot bits."""
-    kn = hint_knowledge(game, obs)
+    status, kn = hint_knowledge(game, obs)
     lead, h, t = obs.shape[:-1], game.hand_size, game.card_types
     cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, game.players - 1, h, t)
     touched = cards @ hint_masks(game, obs.device).t()  # [..., Q, H, N]
-    return hint_facts_of(game, kn, touched, cards @ kn.status[..., None, :, :]).flatten(-3)
+    return hint_facts_of(game, kn, touched, cards @ status[..., None, :, :]).flatten(-3)

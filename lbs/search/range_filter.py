@@ -72,7 +72,8 @@ class HintTerms:
     every candidate; card_facts.HintKnowledge with the other players' axis taken at the searcher) and the
     first layer's columns of the hint facts, per other player's block."""
 
-    knowledge: card_facts.HintKnowledge  # status [G, T, F]; yes, no [G, H, 1]; yes_hit, no_hit [G, H, N]
+    status: torch.Tensor  # [G, T, F] the cards' facts as the mover sees them
+    knowledge: card_facts.HintKnowledge  # yes, no [G, H, 1]; yes_hit, no_hit [G, H, N]
     weight: torch.Tensor  # [(P-1) * N * HINT_FACTS, hidden]
 
 
@@ -136,10 +137,11 @@ class CandidatePolicy:
                                 lin.weight[:, own : own + h * f])
             x[:, own : own + h * f] = 0  # added per candidate (_own_term)
         if self.hints:
-            start, rows = lin.in_features - card_facts.hint_dim(g), torch.arange(len(view.block))
-            kn = card_facts.hint_knowledge(g, view.obs)
-            at = card_facts.HintKnowledge(kn.status, *(k[rows, view.block] for k in kn[1:]))  # [G, H, ...]
-            view.hints = HintTerms(at, lin.weight[:, start:].t())
+            start = lin.in_features - card_facts.hint_dim(g)
+            rows = torch.arange(len(view.block), device=view.block.device)
+            status, kn = card_facts.hint_knowledge(g, view.obs)
+            at = card_facts.HintKnowledge(*(k[rows, view.block] for k in kn))  # [G, H, ...] the searcher's
+            view.hints = HintTerms(status, at, lin.weight[:, start:].t())
             x[:, start:].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
         shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
         slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
@@ -191,11 +193,10 @@ class CandidatePolicy:
                    held: torch.Tensor) -> torch.Tensor:
         """[n, hidden]: the first-layer term of the mover's hint facts for hints to the searcher under each
         candidate hand (which slots each hint touches, the cards' facts, the shared slot knowledge)."""
-        g, kn, card = self.game, hints.knowledge, hands.clamp(min=0)
-        here = held[..., None].float()
-        touched = card_facts.hint_masks(g, hands.device).t()[card] * here  # [n, H, N]
-        status = kn.status[game[:, None], card]  # [n, H, F], read at touched slots only
-        at = card_facts.HintKnowledge(None, *(k.index_select(0, game) for k in kn[1:]))
+        g, card = self.game, hands.clamp(min=0)
+        touched = card_facts.hint_masks(g, hands.device).t()[card] * held[..., None].float()  # [n, H, N]
+        status = hints.status[game[:, None], card]  # [n, H, F], read at touched slots only
+        at = card_facts.HintKnowledge(*(k.index_select(0, game) for k in hints.knowledge))
         facts = card_facts.hint_facts_of(g, at, touched, status).flatten(1)  # [n, N * HINT_FACTS]
         full = facts.new_zeros(len(game), g.players - 1, facts.shape[1])
         full[torch.arange(len(game), device=game.device), block.index_select(0, game)] = facts
