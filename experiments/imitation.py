@@ -119,7 +119,7 @@ def imitation_loss(net, batch: dict[str, torch.Tensor], game: GameConfig, target
     q_taken = vdn_sum(gather_actions(online_q, batch["action"].long()))
     bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)
     td = td_errors(q_taken, n_step_targets(batch["reward"].float(), mask, bootstrap, gamma, n), mask)
-    return loss + td_weight * masked_huber_loss(td, mask, torch.ones(b))
+    return loss + td_weight * masked_huber_loss(td, mask, td.new_ones(b))  # on the batch's device
 
 
 def fresh_games(cfg, games: int, dev: torch.device, start: int, net, dagger: float) -> dict:
