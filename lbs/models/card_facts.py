@@ -40,9 +40,16 @@ def _public(game: GameConfig, publ: torch.Tensor, name: str) -> torch.Tensor:
     return publ[..., sl.start - off : sl.stop - off]
 
 
-def _board(game: GameConfig, publ: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(status [..., T, FACTS] float, copies not yet discarded or played [..., T] float,
-    plausible cards per slot of every hand [..., P, H, T] float) from public features."""
+class Board(NamedTuple):
+    """What the public features say about the cards, which every fact is built from."""
+
+    status: torch.Tensor  # [..., T, FACTS] float: per card id playable / useless / last copy
+    left: torch.Tensor  # [..., T] float: copies not yet discarded or played
+    know: torch.Tensor  # [..., P, H, T] float: plausible cards per slot of every hand (observer first)
+
+
+def board(game: GameConfig, publ: torch.Tensor) -> Board:
+    """The Board of public features [..., public_dim] (an observation's public part: `public_of`)."""
     tb, c, r, t = tables(game, publ.device), game.colors, game.ranks, game.card_types
     lead = publ.shape[:-1]
     x = publ.float()
@@ -60,7 +67,12 @@ def _board(game: GameConfig, publ: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     status = torch.stack([playable.float(), useless.float(), last.float()], -1)
     h, ct = game.hand_size, t + c + r
     know = _public(game, x, "knowledge").reshape(*lead, game.players, h, ct)[..., :t]
-    return status, counts - discarded - played, know
+    return Board(status, counts - discarded - played, know)
+
+
+def public_of(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
+    """The public features inside canonical observations [..., obs_dim] (everything after the hands)."""
+    return obs[..., game.layout.slices["hands.cards"].stop :]
 
 
 def _expect(know: torch.Tensor, left: torch.Tensor, status: torch.Tensor) -> torch.Tensor:
@@ -71,27 +83,28 @@ def _expect(know: torch.Tensor, left: torch.Tensor, status: torch.Tensor) -> tor
     return w @ status
 
 
-def public_facts(game: GameConfig, publ: torch.Tensor) -> torch.Tensor:
-    """[..., public_dim(game)] float from public features [..., game.public_dim]."""
-    status, left, know = _board(game, publ)
+def public_facts(game: GameConfig, publ: torch.Tensor, bd: Board | None = None) -> torch.Tensor:
+    """[..., public_dim(game)] float from public features [..., game.public_dim] (bd: their Board, where
+    already computed)."""
+    status, left, know = board(game, publ) if bd is None else bd
     slots = _expect(know.flatten(-3, -2), left, status)  # [..., P*H, FACTS]
     return torch.cat([status.flatten(-2), slots.flatten(-2)], -1)
 
 
-def own_view(game: GameConfig, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def own_view(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> tuple[torch.Tensor, ...]:
     """What private_facts is made of, from observations [..., obs_dim]: (status [..., T, FACTS], copies the
     observer cannot see [..., T], its own slots' plausible cards [..., H, T], the cards it sees
     [..., (P-1)*H, T] one-hot), all float. SPARTA's filter builds the facts of candidate hands from these."""
-    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
+    status, left, know = board(game, public_of(game, obs)) if bd is None else bd
     lead, t, h = obs.shape[:-1], game.card_types, game.hand_size
     cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, (game.players - 1) * h, t)
     return status, left - cards.sum(-2), know[..., 0, :, :], cards
 
 
-def private_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
+def private_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> torch.Tensor:
     """[..., private_dim(game)] float from canonical observations [..., game.obs_dim]: the observer's own
     slots' facts under the copies it cannot see, then the facts of the cards it sees, slot by slot."""
-    status, unseen, know, cards = own_view(game, obs)
+    status, unseen, know, cards = own_view(game, obs, bd)
     own = _expect(know, unseen, status)  # [..., H, FACTS]
     return torch.cat([own.flatten(-2), (cards @ status).flatten(-2)], -1)
 
@@ -106,13 +119,6 @@ def hint_dim(game: GameConfig) -> int:
     return HINT_FACTS * (game.players - 1) * (game.colors + game.ranks)
 
 
-def hint_masks(game: GameConfig, device: torch.device) -> torch.Tensor:
-    """[N, T] float: which card ids each hint touches, colours then ranks (N = colours + ranks)."""
-    tb = tables(game, device)
-    return torch.cat([tb.card_color[None, :] == torch.arange(game.colors, device=device)[:, None],
-                      tb.card_rank[None, :] == torch.arange(game.ranks, device=device)[:, None]]).float()
-
-
 class HintKnowledge(NamedTuple):
     """What the other players' hint knowledge says before any card is read: per slot the plausible
     identities (a copy left) that are playable / not, and of those the ones each hint's card type matches.
@@ -125,15 +131,15 @@ class HintKnowledge(NamedTuple):
     no_hit: torch.Tensor
 
 
-def hint_knowledge(game: GameConfig, obs: torch.Tensor) -> tuple[torch.Tensor, HintKnowledge]:
-    """(card status [..., T, FACTS], HintKnowledge) of canonical observations [..., obs_dim]: sums over
-    card types as matmuls."""
-    status, left, know = _board(game, obs[..., game.layout.slices["hands.cards"].stop :])
+def hint_knowledge(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> HintKnowledge:
+    """HintKnowledge of canonical observations [..., obs_dim] (bd: their Board, where already computed):
+    sums over card types as matmuls."""
+    status, left, know = board(game, public_of(game, obs)) if bd is None else bd
     plausible = know[..., 1:, :, :] * (left > 0).float()[..., None, None, :]  # [..., Q, H, T]
     playable = status[..., None, None, :, 0]  # [..., 1, 1, T]
     yes, no = plausible * playable, plausible * (1 - playable)
-    hint = hint_masks(game, obs.device).t()
-    return status, HintKnowledge(yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True), yes @ hint, no @ hint)
+    hint = tables(game, obs.device).card_features[1:].float()  # [T, N]: the hints each card id matches
+    return HintKnowledge(yes.sum(-1, keepdim=True), no.sum(-1, keepdim=True), yes @ hint, no @ hint)
 
 
 def hint_facts_of(game: GameConfig, kn: HintKnowledge, touched: torch.Tensor,
@@ -157,14 +163,15 @@ def hint_facts_of(game: GameConfig, kn: HintKnowledge, touched: torch.Tensor,
         ((newest >= 0) & ~is_playable).float()], -1)], -1)
 
 
-def hint_facts(game: GameConfig, obs: torch.Tensor) -> torch.Tensor:
+def hint_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> torch.Tensor:
     """[..., hint_dim(game)] float from canonical observations [..., obs_dim]: what each hint the observer
     could give would say to its target, read from the target's hint knowledge (plausible cards with a copy
     left) and the cards the observer sees there. Slot counts are divided by the hand size, ruled-out
     identities by hand size x card types. A rule bot's hint choice is a function of these (SmartBot: show
     a playable card, rule out the most); a network would otherwise learn them from one-hot bits."""
-    status, kn = hint_knowledge(game, obs)
+    bd = board(game, public_of(game, obs)) if bd is None else bd
     lead, h, t = obs.shape[:-1], game.hand_size, game.card_types
     cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, game.players - 1, h, t)
-    touched = cards @ hint_masks(game, obs.device).t()  # [..., Q, H, N]
-    return hint_facts_of(game, kn, touched, cards @ status[..., None, :, :]).flatten(-3)
+    touched = cards @ tables(game, obs.device).card_features[1:].float()  # [..., Q, H, N]
+    kn = hint_knowledge(game, obs, bd)
+    return hint_facts_of(game, kn, touched, cards @ bd.status[..., None, :, :]).flatten(-3)

@@ -189,14 +189,18 @@ class QNet(nn.Module):
         """The private network's input from observations [..., private_dim] (already in self.dtype): the
         observation, then (NetConfig.counting) its public facts (`facts` where already computed from the
         same step's public features) and its private facts, then (NetConfig.hint_facts) its hint facts."""
+        g, cfg = self.game, self.cfg
+        if not (cfg.counting or cfg.hint_facts):
+            return priv
+        bd = card_facts.board(g, card_facts.public_of(g, priv))  # shared by every fact below
         parts = [priv]
-        if self.cfg.counting:
+        if cfg.counting:
             if facts is None:
-                facts = self.public_facts(priv[..., self.game.obs_dim - self.game.public_dim :])
-            parts += [facts, card_facts.private_facts(self.game, priv).to(priv.dtype)]
-        if self.cfg.hint_facts:
-            parts.append(card_facts.hint_facts(self.game, priv).to(priv.dtype))
-        return torch.cat(parts, -1) if len(parts) > 1 else priv
+                facts = card_facts.public_facts(g, card_facts.public_of(g, priv), bd).to(priv.dtype)
+            parts += [facts, card_facts.private_facts(g, priv, bd).to(priv.dtype)]
+        if cfg.hint_facts:
+            parts.append(card_facts.hint_facts(g, priv, bd).to(priv.dtype))
+        return torch.cat(parts, -1)
 
     @property
     def dtype(self) -> torch.dtype:

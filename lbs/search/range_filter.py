@@ -139,9 +139,10 @@ class CandidatePolicy:
         if self.hints:
             start = lin.in_features - card_facts.hint_dim(g)
             rows = torch.arange(len(view.block), device=view.block.device)
-            status, kn = card_facts.hint_knowledge(g, view.obs)
+            bd = card_facts.board(g, card_facts.public_of(g, view.obs))
+            kn = card_facts.hint_knowledge(g, view.obs, bd)
             at = card_facts.HintKnowledge(*(k[rows, view.block] for k in kn))  # [G, H, ...] the searcher's
-            view.hints = HintTerms(status, at, lin.weight[:, start:].t())
+            view.hints = HintTerms(bd.status, at, lin.weight[:, start:].t())
             x[:, start:].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
         shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
         slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
@@ -171,7 +172,7 @@ class CandidatePolicy:
             if view.own is not None:
                 x = x + self._own_term(view.own, hands, game, held)
             if view.hints is not None:
-                x = x + self._hint_term(view.hints, view.block, hands, game, held)
+                x = x + self._hint_term(view.hints, view.block, hands, game)
             with self.net.borrowed() as net:
                 return net.advantages_from_input_layer(x, publ), legal
         cards = g.layout.slices["hands.cards"]
@@ -189,12 +190,12 @@ class CandidatePolicy:
         facts = left[..., :f] / left[..., f:].clamp(min=1e-9)  # [n, H, F]
         return facts.flatten(1).to(own.weight.dtype) @ own.weight.t()
 
-    def _hint_term(self, hints: HintTerms, block: torch.Tensor, hands: torch.Tensor, game: torch.Tensor,
-                   held: torch.Tensor) -> torch.Tensor:
+    def _hint_term(self, hints: HintTerms, block: torch.Tensor, hands: torch.Tensor,
+                   game: torch.Tensor) -> torch.Tensor:
         """[n, hidden]: the first-layer term of the mover's hint facts for hints to the searcher under each
         candidate hand (which slots each hint touches, the cards' facts, the shared slot knowledge)."""
         g, card = self.game, hands.clamp(min=0)
-        touched = card_facts.hint_masks(g, hands.device).t()[card] * held[..., None].float()  # [n, H, N]
+        touched = tables(g, hands.device).card_features[hands + 1].float()  # [n, H, N]: empty slots none
         status = hints.status[game[:, None], card]  # [n, H, F], read at touched slots only
         at = card_facts.HintKnowledge(*(k.index_select(0, game) for k in hints.knowledge))
         facts = card_facts.hint_facts_of(g, at, touched, status).flatten(1)  # [n, N * HINT_FACTS]
