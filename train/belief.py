@@ -6,6 +6,7 @@
     python train/belief.py --blueprint bp.pt --preset tiny --model.hidden 128 --batch_size 32
     python train/belief.py --blueprint smartbot --preset tiny     # SmartBot's games (2 players); no file
     python train/belief.py --blueprint smartbot --players 3 --preset tiny   # ... and 3 players
+    python train/belief.py --blueprint bp.pt --init checkpoints/belief_smartbot_2p.pt   # fine-tune a belief
 
 Every run gets its own folder (runs/belief/<preset>-<date>-<time>, printed at start) unless --out_dir
 names one; a folder that holds a run is never written into unless --resume continues it or
@@ -29,7 +30,7 @@ from lbs import ckpt, cli
 from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BELIEF_KIND as KIND
-from lbs.models import stored_blueprint_path
+from lbs.models import BeliefConfig, stored_blueprint_path
 from lbs.runs import Stopped, default_out_dir
 
 
@@ -63,6 +64,9 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
         if blueprint is None:
             raise ValueError("--blueprint is required (unless --resume names a belief checkpoint)")
         cfg = apply_preset(args.preset)
+        if args.init:  # a warm start takes the model of the belief it starts from; --model.* may only agree
+            init = ckpt.load(args.init, KIND)
+            cfg = replace(cfg, model=from_dict(BeliefConfig, init.get("config", {}).get("model", {})))
     cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
     if args.out_dir is None:
         cfg = replace(cfg, out_dir=default_out_dir("belief", args.preset))

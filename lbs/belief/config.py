@@ -49,6 +49,10 @@ class BeliefTrainConfig:
     """the data producer replays its blueprint games' step as a captured CUDA graph (lbs.graphs)"""
     explore: bool = True
     """blueprint acts with its training Ape-X epsilons (the reference's choice); False: greedy"""
+    init: str = ""
+    """a belief checkpoint whose weights start a new run: fine-tuning the belief of a related blueprint
+    (checkpoints/belief_smartbot_2p.pt for a network that copies SmartBot) instead of learning from
+    nothing. Same game; the run takes the file's model config ('': fresh weights; unused on resume)"""
     seed: int = 0
     """run seed: the producer's deals and exploration"""
     device: str = "auto"

@@ -54,6 +54,7 @@ from ..models.io import (
     blueprint_identity,
     check_blueprint_hash,
     is_rule_bot,
+    load_belief,
     load_blueprint,
     resolve_device,
 )
@@ -258,6 +259,16 @@ class BeliefTrainer:
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
         self.module.life = self.life
         self._io = BeliefCheckpointIO(self.game, sha)
+        if self.resume is None and cfg.init:
+            self._warm_start(Path(cfg.init))
+
+    def _warm_start(self, path: Path) -> None:
+        """Start from another belief's weights: same game, same model config, any blueprint."""
+        _, model = load_belief(path, game=self.game)
+        if model.cfg != self.cfg.model:
+            raise ckpt.CheckpointError(f"{path} holds a belief with {model.cfg}, this run's model is "
+                                       f"{self.cfg.model}: --init needs the same --model.*")
+        self.module.model.load_state_dict(model.state_dict())
 
     @property
     def finished(self) -> bool:

@@ -256,6 +256,36 @@ def test_resume_continues_steps_weights_and_optimizer(blueprint, tmp_path):
     assert any(not torch.equal(weights[k], v) for k, v in more.module.model.state_dict().items())
 
 
+def test_init_starts_a_new_run_from_another_blueprints_belief(blueprint, tmp_path):
+    first = micro_belief(tmp_path / "first")
+    assert BeliefTrainer(first, blueprint, progress=False).run().step == 12
+    trained = load_belief(Path(first.out_dir) / "latest.pt")[1].state_dict()
+    other = make_blueprint(tmp_path / "bp2", seed=1)  # the belief of one blueprint starts another's
+    cfg = micro_belief(tmp_path / "warm", init=str(Path(first.out_dir) / "latest.pt"), total_steps=4)
+    warm = BeliefTrainer(cfg, other, progress=False)
+    fresh = BeliefTrainer(replace(cfg, init="", out_dir=str(tmp_path / "fresh")), other, progress=False)
+    start = warm.module.model.state_dict()
+    assert all(torch.equal(start[k], v) for k, v in trained.items())
+    assert any(not torch.equal(fresh.module.model.state_dict()[k], v) for k, v in trained.items())
+    assert warm.run().step == 4  # a new run: its own steps, its own blueprint, the file named in its config
+    blob = ckpt.load(Path(cfg.out_dir) / "latest.pt", "belief")
+    assert blob["config"]["init"] == cfg.init and blob["blueprint"]["sha256"] == ckpt.file_hash(other)
+
+    wider = replace(cfg, model=replace(cfg.model, hidden=8), out_dir=str(tmp_path / "wider"))
+    with pytest.raises(ckpt.CheckpointError, match="--init needs the same --model"):
+        BeliefTrainer(wider, other, progress=False)
+    bigger = make_blueprint(tmp_path / "bp3", game=GameConfig(players=2, colors=2, ranks=3, hand_size=2))
+    with pytest.raises(ckpt.CheckpointError, match="game"):
+        BeliefTrainer(replace(cfg, out_dir=str(tmp_path / "bigger")), bigger, progress=False)
+
+    cli = load_cli()  # the CLI takes the model of the belief it starts from; a --model.* flag must agree
+    flags = ["--blueprint", str(other), "--init", cfg.init, "--out_dir", str(tmp_path / "cli")]
+    built, _ = cli.build(cli.parser("tiny").parse_args(flags), None)
+    assert built.model == first.model and built.init == cfg.init
+    with pytest.raises(SystemExit, match="belief: .*--init needs the same --model"):
+        cli.main(flags + ["--model.hidden", "32", "--no-progress"])
+
+
 def test_wrong_blueprint_game_or_file_fails_clearly(blueprint, tmp_path):
     cfg = micro_belief(tmp_path / "run", total_steps=2, min_replay=16)
     BeliefTrainer(cfg, blueprint, progress=False).run()
