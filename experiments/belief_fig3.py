@@ -52,16 +52,11 @@ from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
 
 if __package__:  # python -m experiments.belief_fig3, or imported
-    from .common import machine
+    from .common import machine, sync
 else:  # python experiments/belief_fig3.py: this folder is first on the import path
-    from common import machine
+    from common import machine, sync
 
 RESULTS = Path(__file__).resolve().parent / "results" / "belief_fig3"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _query(cons: HandConstraints, i: int) -> HandConstraints:
@@ -74,7 +69,7 @@ def sampling_throughput(model: BeliefModel, context: torch.Tensor, cons: HandCon
     """Sample k hands for each query (one query per call, after one warm-up call) and filter them."""
     q = context.shape[0]
     sample_valid(model, context[:1], k, torch.zeros(1, dtype=torch.long, device=device), _query(cons, 0))
-    _sync(device)
+    sync(device)
     valid = 0
     t0 = time.perf_counter()
     for r in range(reps):
@@ -82,7 +77,7 @@ def sampling_throughput(model: BeliefModel, context: torch.Tensor, cons: HandCon
             seeds = torch.full((1,), r * q + i + 1, dtype=torch.long, device=device)
             out = sample_valid(model, context[i : i + 1], k, seeds, _query(cons, i))
             valid += int(out.num_valid.sum())
-    _sync(device)
+    sync(device)
     dt = time.perf_counter() - t0
     calls = reps * q
     return {"queries": calls, "k": k, "seconds": dt, "ms_per_query": 1e3 * dt / calls,

@@ -34,9 +34,9 @@ from lbs.hanabi import BatchedHanabi, GameConfig
 from lbs.hanabi.random_play import actor_step, core_step, start
 
 if __package__:  # python -m experiments.bench_env, or imported
-    from .common import cpu_name
+    from .common import cpu_name, sync
 else:  # python experiments/bench_env.py: this folder is first on the import path
-    from common import cpu_name
+    from common import cpu_name, sync
 
 
 @dataclass
@@ -74,11 +74,6 @@ def _compiled_graphs() -> int:
     from torch._dynamo.utils import counters
 
     return counters["stats"]["unique_graphs"]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _peak_rss(args: Args, batch: int) -> int | None:
@@ -123,14 +118,14 @@ def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn
         while quiet < 2 * (cfg.min_steps + 1):
             state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
             quiet, graphs = (quiet + 1, graphs) if _compiled_graphs() == graphs else (0, _compiled_graphs())
-    _sync(device)
+    sync(device)
     mem = None
     if device.type == "cuda":  # memory pass (short, before timing)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
         for _ in range(3):
             state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
-        _sync(device)
+        sync(device)
         mem = (torch.cuda.max_memory_allocated(device) - base) / batch
     # timed pass
     n, t0, c0 = 0, time.perf_counter(), time.process_time()
@@ -138,10 +133,10 @@ def time_torch(args: Args, cfg: GameConfig, device: torch.device, batch: int, fn
         state, episodes, *_ = fn(cfg, state, seeds, episodes, dtype)
         n += 1
         if n % 8 == 0 or n == args.steps:
-            _sync(device)
+            sync(device)
             if time.perf_counter() - t0 > args.seconds:
                 break
-    _sync(device)
+    sync(device)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"wall": batch * n / wall, "cpu": batch * n / cpu, "us_per_call": wall / n * 1e6, "mem": mem,
             "state": state_bytes}

@@ -30,16 +30,11 @@ from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
 
 if __package__:  # python -m experiments.bench_graphs, or imported
-    from .common import machine, write_result
+    from .common import machine, sync, write_result
 else:  # python experiments/bench_graphs.py: this folder is first on the import path
-    from common import machine, write_result
+    from common import machine, sync, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def time_play(game: GameConfig, server: InferenceServer, n: int, steps: int, graphs: Graphs | None,
@@ -51,7 +46,7 @@ def time_play(game: GameConfig, server: InferenceServer, n: int, steps: int, gra
     def once():
         with torch.no_grad():
             play(game, state, blueprint.step, blueprint.initial_state(n * game.players), steps, graphs=graphs)
-        _sync(server.device)
+        sync(server.device)
 
     t0 = time.perf_counter()
     once()
@@ -74,7 +69,7 @@ def time_round(game: GameConfig, server: InferenceServer, n: int, steps: int, gr
         with torch.no_grad(), server.pinned() as weights:
             run_round(game, blueprint.step, blueprint.initial_state, seeds, r, cfg, eps=eps, graphs=graphs,
                       weights=weights)
-        _sync(server.device)
+        sync(server.device)
 
     t0 = time.perf_counter()
     once(0)

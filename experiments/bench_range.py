@@ -36,9 +36,9 @@ from lbs.models import load_blueprint
 from lbs.search.exact_range import ExactRange
 
 if __package__:  # python -m experiments.bench_range, or imported
-    from .common import machine, result_path, write_result
+    from .common import machine, result_path, sync, write_result
 else:  # python experiments/bench_range.py: this folder is first on the import path
-    from common import machine, result_path, write_result
+    from common import machine, result_path, sync, write_result
 
 NAME = "bench_range"
 
@@ -98,11 +98,6 @@ def measure(path: str, args: argparse.Namespace) -> tuple[list[str], list[tuple[
                      f"({dt / args.games:.2f} s per game, {rate:.2f} M candidates/s); "
                      f"kept {kept.tolist()} of {rows.tolist()}")
     return lines + [""], speeds
-
-
-def sync(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main() -> None:

@@ -33,9 +33,9 @@ from lbs.models import resolve_device
 from lbs.seeding import Stream, game_seeds
 
 if __package__:  # python -m experiments.bench_smartbot, or imported
-    from .common import machine, result_path, write_result
+    from .common import machine, result_path, sync, write_result
 else:  # python experiments/bench_smartbot.py: this folder is first on the import path
-    from common import machine, result_path, write_result
+    from common import machine, result_path, sync, write_result
 
 NAME = "bench_smartbot"
 
@@ -116,12 +116,10 @@ def _score_row(p: int, out: dict[str, torch.Tensor], seconds: float) -> str:
 
 
 def _timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync(device)
     t0 = time.perf_counter()
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync(device)
     return time.perf_counter() - t0
 
 

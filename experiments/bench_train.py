@@ -16,16 +16,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
 from lbs.models import NetConfig, resolve_device
 from lbs.rl.actors import ActorConfig
 from lbs.rl.trainer import PRESETS, Trainer
 
 if __package__:  # python -m experiments.bench_train, or imported
-    from .common import machine
+    from .common import machine, sync
 else:  # python experiments/bench_train.py: this folder is first on the import path
-    from common import machine
+    from common import machine, sync
 
 
 def main() -> None:
@@ -55,21 +53,20 @@ def main() -> None:
     )
     tr = Trainer(cfg, progress=False)
     tr.selfplay.act_round()  # warm-up and fill
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    sync()
+    sync(dev)
     t0, steps0 = time.perf_counter(), tr.counters["actor_steps"]
     for _ in range(args.rounds):
         tr.selfplay.act_round()
-    sync()
+    sync(dev)
     t_act = time.perf_counter() - t0
     actor_steps = tr.counters["actor_steps"] - steps0
     slots = args.rounds * args.games * args.seq
     tr.update()
-    sync()
+    sync(dev)
     t0 = time.perf_counter()
     for _ in range(args.updates):
         tr.update()
-    sync()
+    sync(dev)
     t_learn = time.perf_counter() - t0
     tr.selfplay.close()
     act_sps = actor_steps / t_act

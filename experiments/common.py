@@ -37,6 +37,12 @@ def machine() -> str:
     )
 
 
+def sync(device: torch.device | str) -> None:
+    """Wait for the device's queued kernels, so a timer around them measures them (nothing on a CPU)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
     """Write (and print) the model card next to a shipped checkpoint: `body`, then the file line, how
     it was shipped and the free-text notes."""
