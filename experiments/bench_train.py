@@ -45,7 +45,7 @@ def main() -> None:
         actor=ActorConfig(num_games=args.games, max_len=args.seq),
         batch_size=args.batch,
         replay_capacity=max(args.games * (args.rounds + 1), args.batch),
-        min_replay=0,
+        min_replay=1,  # the warm-up round below fills it
         device=str(dev),
         precision=args.precision,
         out_dir="/tmp/lbs_bench_train",
