@@ -63,7 +63,7 @@ else:
 
 NAME = "imitation"
 KEPT = ("preset", "hidden", "lr", "batch_size", "chunk", "held_out", "score_games", "players", "seed",
-        "td_weight", "dagger", "bomb_weight", "counting", "hint_facts")
+        "td_weight", "dagger", "bomb_weight", "counting", "hint_facts", "discard_facts")
 """The settings a resumed run keeps from its checkpoint (the network, the learning, the measurements)."""
 RETUNABLE = {"lr": 1e-3, "dagger": 0.0, "bomb_weight": 0.0}
 """Of those, the ones a resume may change by naming the flag again (the learning's knobs, not its shapes),
@@ -143,7 +143,8 @@ def run(args: argparse.Namespace, blob: dict | None = None) -> tuple[list[dict],
     cfg = replace(cfg, game=replace(cfg.game, players=args.players), seed=args.seed,
                   net=replace(cfg.net, hidden=args.hidden or cfg.net.hidden,
                               counting=args.counting or cfg.net.counting,
-                              hint_facts=args.hint_facts or cfg.net.hint_facts))
+                              hint_facts=args.hint_facts or cfg.net.hint_facts,
+                              discard_facts=args.discard_facts or cfg.net.discard_facts))
     game, dev = cfg.game, resolve_device(args.device)
     torch.manual_seed(args.seed)
     net = make_qnet(game, cfg.net).to(dev)
@@ -296,6 +297,10 @@ def main() -> None:
                     help="the network also reads what each hint it could give would say "
                          "(NetConfig.hint_facts: per partner and hint the touched cards' facts, the slots it "
                          "shows playable, what it rules out)")
+    ap.add_argument("--discard-facts", action="store_true",
+                    help="the network also reads every player's next discard by SmartBot's rule "
+                         "(NetConfig.discard_facts: per slot whether it is that player's next discard, the "
+                         "facts of the other players' cards there)")
     ap.add_argument("--lr", type=float, default=None, help=f"Adam's rate (default {RETUNABLE['lr']})")
     ap.add_argument("--batch-size", type=int, default=32, help="games (sequences) per update")
     ap.add_argument("--td-weight", type=float, default=0.0,
@@ -335,7 +340,7 @@ def main() -> None:
             was = {k: blob["settings"].get(k, d) for k, d in RETUNABLE.items()}  # older files lack new knobs
             changes = ", ".join(f"{k.replace('_', '-')} {v} (was {was[k]})" for k, v in retuned.items()
                                 if v != was[k])
-            older = {"counting": False, "hint_facts": False}  # files saved before these inputs lack them
+            older = {"counting": False, "hint_facts": False, "discard_facts": False}  # older files lack them
             vars(args).update({**was, **older, **blob["settings"], **retuned})
             if not {"games", "updates", "cpu_seconds"} <= set(blob["progress"]) or "points" not in blob:
                 raise KeyError("progress")
@@ -398,6 +403,7 @@ def main() -> None:
     width = f", hidden {args.hidden}" if args.hidden else ""
     width += ", reading the card-count facts (NetConfig.counting)" if args.counting else ""
     width += ", reading the hint facts (NetConfig.hint_facts)" if args.hint_facts else ""
+    width += ", reading the discard facts (NetConfig.discard_facts)" if args.discard_facts else ""
     unit = " (cross-entropy + TD)" if args.td_weight else " (nats)"
     head = (f"| CPU minutes | wall minutes | updates | games seen | train loss{unit} | agreement % | "
             f"of SmartBot's {' / '.join(KIND_NAMES)} % | score ± s.e.m. | ")

@@ -1,4 +1,4 @@
-"""What the card counts say, as extra inputs of a Q-network (NetConfig.counting).
+"""What the card counts say, as extra inputs of a Q-network (NetConfig.counting, hint_facts, discard_facts).
 
 A rule bot such as SmartBot decides with facts a network must otherwise learn to compute from one-hot
 bits: is this card playable now, already useless (played, or a lower rank of its colour is gone), the
@@ -8,7 +8,9 @@ given which copies nobody has seen yet (the V0 belief: hint-plausible cards weig
 Every fact is a function of the canonical observation, so search, acting and training compute them the
 same way from what they already hold. `public_facts` reads only public features (the public LSTM's input:
 board, discards, every player's hint knowledge); `private_facts` adds what the observer's view of the
-other hands says (their cards' facts, and the observer's own slots under the copies it cannot see).
+other hands says (their cards' facts, and the observer's own slots under the copies it cannot see);
+`hint_facts` what each hint the observer could give would say; `discard_facts` which card each player
+discards next by SmartBot's rule and what the cards the observer sees there are.
 """
 
 from __future__ import annotations
@@ -175,3 +177,40 @@ def hint_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> 
     touched = cards @ tables(game, obs.device).card_features[1:].float()  # [..., Q, H, N]
     kn = hint_knowledge(game, obs, bd)
     return hint_facts_of(game, kn, touched, cards @ bd.status[..., None, :, :]).flatten(-3)
+
+
+def discard_dim(game: GameConfig) -> int:
+    """Size of discard_facts: per slot of every hand (observer first) whether it is that player's next
+    discard, then per other player FACTS of the card there."""
+    return game.players * game.hand_size + (game.players - 1) * FACTS
+
+
+def next_discards(game: GameConfig, bd: Board) -> torch.Tensor:
+    """[..., P, H] float one-hot (zeros: none) of the slot each player discards next by SmartBot's rule,
+    read from public knowledge alone (hint-plausible identities with a copy not yet played or discarded):
+    none while a card is surely playable or surely useless (it would play or throw that away); else the
+    card with the largest share of useless identities among those not surely a last copy, the oldest on
+    ties. Public, so the same for every hand a player might hold."""
+    plausible = bd.know * (bd.left > 0).float()[..., None, None, :]  # [..., P, H, T]
+    n = plausible.sum(-1)  # identities per slot; an empty slot: 0
+    share = plausible @ bd.status[..., None, :, :] / n.clamp(min=1)[..., None]  # [..., P, H, F]
+    present = n > 0
+    sure = present & ((share[..., 0] == 1) | (share[..., 1] == 1))
+    cand = present & (share[..., 2] < 1)
+    score = torch.where(cand, share[..., 1], -1.0)
+    first = score.argmax(-1, keepdim=True)  # the first (oldest) of the largest
+    one = torch.arange(game.hand_size, device=score.device) == first
+    return (one & cand.any(-1, keepdim=True) & ~sure.any(-1, keepdim=True)).float()
+
+
+def discard_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> torch.Tensor:
+    """[..., discard_dim(game)] float from canonical observations [..., obs_dim]: every player's next
+    discard (next_discards) and, for the other players, whether the card there is playable / useless / a
+    last copy (SmartBot warns a partner about to discard a last copy; it discards its own next-discard slot
+    when nothing better is left)."""
+    bd = board(game, public_of(game, obs)) if bd is None else bd
+    lead, h, t = obs.shape[:-1], game.hand_size, game.card_types
+    chop = next_discards(game, bd)  # [..., P, H]
+    cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, game.players - 1, h, t)
+    there = (chop[..., 1:, :, None] * (cards @ bd.status[..., None, :, :])).sum(-2)  # [..., P-1, F]
+    return torch.cat([chop.flatten(-2), there.flatten(-2)], -1)

@@ -75,6 +75,9 @@ class NetConfig:
     hint_facts: bool = False
     """also feed what each hint the observer could give would say (lbs.models.card_facts.hint_facts): per
     partner and hint, the touched cards' facts, the slots it shows playable, what it rules out"""
+    discard_facts: bool = False
+    """also feed every player's next discard by SmartBot's rule (lbs.models.card_facts.discard_facts): per
+    slot whether it is that player's next discard, and the facts of the other players' cards there"""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -83,7 +86,7 @@ class NetConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"NetConfig.{name}={v!r}: must be an int >= 1")
-        for name in ("aux_head", "dueling", "counting", "hint_facts"):
+        for name in ("aux_head", "dueling", "counting", "hint_facts", "discard_facts"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NetConfig.{name}={getattr(self, name)!r}: must be a bool")
 
@@ -174,9 +177,10 @@ class QNet(nn.Module):
         self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
         facts = (card_facts.public_dim(game), card_facts.private_dim(game)) if cfg.counting else (0, 0)
         hints = card_facts.hint_dim(game) if cfg.hint_facts else 0
-        self.private_in = game.private_dim + sum(facts) + hints
+        discards = card_facts.discard_dim(game) if cfg.discard_facts else 0
+        self.private_in = game.private_dim + sum(facts) + hints + discards
         """width of the private network's input: the observation, then the facts (NetConfig.counting), then
-        the hint facts (NetConfig.hint_facts)"""
+        the hint facts (NetConfig.hint_facts), then the discard facts (NetConfig.discard_facts)"""
         self.public_in = game.public_dim + facts[0]
         """width of the public network's input"""
 
@@ -188,9 +192,10 @@ class QNet(nn.Module):
     def private_input(self, priv: torch.Tensor, facts: torch.Tensor | None = None) -> torch.Tensor:
         """The private network's input from observations [..., private_dim] (already in self.dtype): the
         observation, then (NetConfig.counting) its public facts (`facts` where already computed from the
-        same step's public features) and its private facts, then (NetConfig.hint_facts) its hint facts."""
+        same step's public features) and its private facts, then (NetConfig.hint_facts) its hint facts,
+        then (NetConfig.discard_facts) its discard facts."""
         g, cfg = self.game, self.cfg
-        if not (cfg.counting or cfg.hint_facts):
+        if not (cfg.counting or cfg.hint_facts or cfg.discard_facts):
             return priv
         bd = card_facts.board(g, card_facts.public_of(g, priv))  # shared by every fact below
         parts = [priv]
@@ -200,6 +205,8 @@ class QNet(nn.Module):
             parts += [facts, card_facts.private_facts(g, priv, bd).to(priv.dtype)]
         if cfg.hint_facts:
             parts.append(card_facts.hint_facts(g, priv, bd).to(priv.dtype))
+        if cfg.discard_facts:
+            parts.append(card_facts.discard_facts(g, priv, bd).to(priv.dtype))
         return torch.cat(parts, -1)
 
     @property

@@ -14,6 +14,8 @@ copies it cannot see are ratios whose numerator and denominator each lose one te
 summed the same way, then divided. A network that reads the hint facts (NetConfig.hint_facts) sees what
 each hint to the searcher would show: the searcher's slots' hint knowledge is shared, so per candidate
 only the touched slots and the cards' facts are read, and the hint facts enter through their columns.
+A network that reads the discard facts (NetConfig.discard_facts) sees the facts of the searcher's card in
+its next-discard slot; that slot is public, so the facts are one more term per (game, slot, card).
 
 Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
 filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
@@ -86,6 +88,7 @@ class CandidatePolicy:
             self.fast = isinstance(module, QNet)
             self.counting = self.fast and module.cfg.counting
             self.hints = self.fast and module.cfg.hint_facts
+            self.discards = self.fast and module.cfg.discard_facts
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
@@ -136,14 +139,22 @@ class CandidatePolicy:
             view.own = OwnFacts(base.flatten(1), torch.cat([terms, terms.new_zeros(1, terms.shape[1])]),
                                 lin.weight[:, own : own + h * f])
             x[:, own : own + h * f] = 0  # added per candidate (_own_term)
+        end = lin.in_features  # the hint facts, then the discard facts, close the input
+        rows = torch.arange(len(view.block), device=view.block.device)
+        bd = card_facts.board(g, card_facts.public_of(g, view.obs)) if self.hints or self.discards else None
+        if self.discards:
+            end -= card_facts.discard_dim(g)
+            f, seen = card_facts.FACTS, end + g.players * h  # after every player's next-discard one-hot
+            w = lin.weight[:, seen:].t().reshape(g.players - 1, f, -1).index_select(0, view.block)
+            chop = card_facts.next_discards(g, bd)[rows, view.block + 1]  # [G, H] the searcher's, public
+            # the facts of the card in the searcher's next-discard slot; the shared term has zeros there
+            slots = slots + chop[..., None, None].to(dtype) * (bd.status.to(dtype) @ w)[:, None]
         if self.hints:
-            start = lin.in_features - card_facts.hint_dim(g)
-            rows = torch.arange(len(view.block), device=view.block.device)
-            bd = card_facts.board(g, card_facts.public_of(g, view.obs))
+            start = end - card_facts.hint_dim(g)
             kn = card_facts.hint_knowledge(g, view.obs, bd)
             at = card_facts.HintKnowledge(*(k[rows, view.block] for k in kn))  # [G, H, ...] the searcher's
-            view.hints = HintTerms(bd.status, at, lin.weight[:, start:].t())
-            x[:, start:].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
+            view.hints = HintTerms(bd.status, at, lin.weight[:, start:end].t())
+            x[:, start:end].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
         shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
         slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
         return torch.cat([slots, shared, shared.new_zeros(1, shared.shape[1])])

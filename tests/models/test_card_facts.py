@@ -140,3 +140,50 @@ def test_hint_facts_equal_the_plain_reference(name: str) -> None:
                 torch.testing.assert_close(got[b, k], want, rtol=1e-5, atol=1e-6)
                 seen += (want.view(-1, card_facts.HINT_FACTS) > 0).sum(0)
     assert (seen > 0).all(), f"the games never exercised every hint fact: {seen.tolist()}"
+
+
+def discard_ref(game: GameConfig, state: HanabiState, b: int, k: int) -> list[float]:
+    """discard_facts of observer k in game b, plainly: per player from k, SmartBot's next discard on the
+    hint-plausible identities with a copy left; then the facts of the other players' cards there."""
+    status, r, h = status_ref(game, state, b), game.ranks, game.hand_size
+    fw, disc = state.fireworks[b].tolist(), state.discards[b].tolist()
+    left = [game.card_counts[t] - disc[t] - int(t % r < fw[t // r]) for t in range(game.card_types)]
+    chops, there = [], []
+    for i in range(game.players):
+        p = (k + i) % game.players
+        hand = state.hands[b, p].tolist()
+        colour, rank = state.color_plausible[b, p].tolist(), state.rank_plausible[b, p].tolist()
+        held = [s for s in range(h) if hand[s] >= 0]
+        plausible = {s: [t for t in range(game.card_types) if left[t] > 0 and colour[s][t // r]
+                         and rank[s][t % r]] for s in held}
+        share = {s: [sum(status[t][f] for t in plausible[s]) / len(plausible[s]) for f in range(3)]
+                 for s in held}
+        cand = [s for s in held if share[s][2] < 1]
+        chop = -1
+        if cand and not any(share[s][0] == 1 or share[s][1] == 1 for s in held):
+            chop = max(cand, key=lambda s: (share[s][1], -s))  # the largest share, the oldest on ties
+        chops += [float(s == chop) for s in range(h)]
+        if i:
+            there += list(status[hand[chop]]) if chop >= 0 else [0.0] * card_facts.FACTS
+    return chops + there
+
+
+@pytest.mark.parametrize("name", ["p2", "p3", "p2_c2_r3", "p4_l1_i2"])
+def test_discard_facts_equal_the_plain_reference(name: str) -> None:
+    game = CONFIGS[name]
+    seen, none = torch.zeros(card_facts.FACTS), 0
+    for step, (state, priv, _publ, _legal) in enumerate(random_rollout(game, 24, 40, seed=4)):
+        if step % 3:
+            continue
+        got = card_facts.discard_facts(game, priv)  # [B, P, discard_dim]
+        assert got.shape[-1] == card_facts.discard_dim(game)
+        assert torch.equal(card_facts.discard_facts(game, priv.half()), got)
+        for b in range(0, state.batch_size, 3):
+            for k in range(game.players):
+                want = torch.tensor(discard_ref(game, state, b, k))
+                torch.testing.assert_close(got[b, k], want, rtol=0, atol=0)
+                chops = want[: game.players * game.hand_size].view(game.players, -1)
+                none += int((chops.sum(-1) == 0).sum())
+                seen += want[game.players * game.hand_size:].view(-1, card_facts.FACTS).sum(0)
+    # short random games rarely put a useless card at a partner's next discard; the other facts must occur
+    assert seen[0] > 0 and seen[2] > 0 and none > 0, f"the games barely exercised the facts: {seen.tolist()}"

@@ -16,8 +16,9 @@ from lbs.models.qnet import KINDS, QHead, lstm_cells
 SMALL = dict(hidden=32, lstm_layers=2, mlp_layers=2)
 
 
-FACTS = {"plain": {}, "counting": {"counting": True}, "hints": {"counting": True, "hint_facts": True}}
-"""The inputs a network may read beside the observation (NetConfig.counting, NetConfig.hint_facts)."""
+FACTS = {"plain": {}, "counting": {"counting": True}, "hints": {"counting": True, "hint_facts": True},
+         "discards": {"counting": True, "hint_facts": True, "discard_facts": True}}
+"""The inputs a network may read beside the observation (NetConfig.counting, hint_facts, discard_facts)."""
 
 
 def small_net(game: GameConfig, kind: str, **kw) -> torch.nn.Module:
@@ -80,7 +81,7 @@ def test_bad_inputs_raise() -> None:
 @pytest.mark.parametrize(
     "field,value",
     [("kind", "gru"), ("hidden", 0), ("lstm_layers", 1.5), ("mlp_layers", 0), ("aux_head", "yes"),
-     ("dueling", 1), ("counting", "no"), ("hint_facts", 0)],
+     ("dueling", 1), ("counting", "no"), ("hint_facts", 0), ("discard_facts", 1)],
 )
 def test_netconfig_validation(field: str, value) -> None:
     with pytest.raises(ValueError, match=f"NetConfig.{field}"):

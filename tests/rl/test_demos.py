@@ -370,7 +370,7 @@ def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, de
     path = tmp_path / "imit.pt"
     args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
                      chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.03, dagger=0.0,
-                     bomb_weight=0.0, counting=False, hint_facts=False, save=str(path),
+                     bomb_weight=0.0, counting=False, hint_facts=False, discard_facts=False, save=str(path),
                      device=device)
     first, stopped = run(args)
     assert not stopped and len(first) >= 2 and first[-1]["updates"] > 0
@@ -427,7 +427,8 @@ def test_a_shipped_imitation_network_says_how_it_was_trained(tmp_path, monkeypat
     path = tmp_path / "imit.pt"
     args = Namespace(minutes=0.002, eval_every=0.001, preset="demo", hidden=16, lr=1e-3, batch_size=4,
                      chunk=4, held_out=4, score_games=2, players=2, seed=0, td_weight=0.0, dagger=0.5,
-                     bomb_weight=2.0, counting=True, hint_facts=True, save=str(path), device="cpu")
+                     bomb_weight=2.0, counting=True, hint_facts=True, discard_facts=True, save=str(path),
+                     device="cpu")
     points, _ = imitation.run(args)
     payload, _ = fit(str(path), minutes=0.01, games=8, seed=0)
     payload["fitted_values"]["moves_changed"] = [0, 123]
@@ -444,9 +445,9 @@ def test_a_shipped_imitation_network_says_how_it_was_trained(tmp_path, monkeypat
     card = (tmp_path / "checkpoints" / "bp.md").read_text()
     assert f"imitation of SmartBot (experiments/imitation.py), {points[-1]['updates']:,} updates of 4" in card
     assert "DAgger 0.5, losing plays weighed 2.0" in card and "0 of 123 greedy choices changed" in card
-    assert "counting=True, hint_facts=True" in card  # the network reads the facts, and the card says so
+    assert "counting=True, hint_facts=True, discard_facts=True" in card  # the card names the facts read
     cfg = load_blueprint(tmp_path / "checkpoints" / "bp.pt")[1].cfg
-    assert cfg.counting and cfg.hint_facts
+    assert cfg.counting and cfg.hint_facts and cfg.discard_facts
     monkeypatch.setattr(sys, "argv", ["imitation.py", "--resume", "checkpoints/bp.pt", "--save", "x.pt"])
     with pytest.raises(SystemExit, match="not one saved by imitation --save"):
         imitation.main()

@@ -148,6 +148,14 @@ def test_range_of_a_hint_facts_blueprint_equals_brute_force_posterior(name: str,
     check_range(name, 1, None, {"counting": True, "hint_facts": True}, device)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["p2_c2_r2_h2", "p3_c2_r2_h2"])
+def test_range_of_a_discard_facts_blueprint_equals_brute_force_posterior(name: str, device: str) -> None:
+    """A blueprint that also reads every player's next discard and the facts of the cards there: the
+    filter's term for the searcher's next-discard card keeps the range the posterior."""
+    check_range(name, 1, None, {"counting": True, "hint_facts": True, "discard_facts": True}, device)
+
+
 def check_range(name: str, every: int, chunk: int | None, facts: dict[str, bool], device: str) -> None:
     """The range of each seat against the brute-force posterior of 6 greedy games, every `every` moves."""
     game = TINY[name]
@@ -294,21 +302,26 @@ def test_draws_above_max_range_are_posterior_draws() -> None:
         assert tv < 0.06, (g, tv, len(want))
 
 
-@pytest.mark.parametrize("counting,hint_facts", [(False, False), (True, False), (True, True)])
-def test_fast_first_layer_equals_full_network(counting: bool, hint_facts: bool) -> None:
+@pytest.mark.parametrize("counting,hint_facts,discard_facts", [(False, False, False), (True, False, False),
+                                                               (True, True, False), (True, True, True),
+                                                               (False, False, True)])
+def test_fast_first_layer_equals_full_network(counting: bool, hint_facts: bool, discard_facts: bool) -> None:
     """The per-(slot, card) first-layer sum gives the network's own Q for the true hand (full game), also
-    for a network reading the card-count facts (their terms per candidate card, the own slots' ratios) and
-    the hint facts (the searcher's slot knowledge shared, the candidate's touched slots read)."""
+    for a network reading the card-count facts (their terms per candidate card, the own slots' ratios), the
+    hint facts (the searcher's slot knowledge shared, the candidate's touched slots read) and the discard
+    facts (the candidate's card in the searcher's public next-discard slot)."""
     game = GameConfig(players=3)
     torch.manual_seed(0)
-    cfg = NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting, hint_facts=hint_facts)
+    cfg = NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting, hint_facts=hint_facts,
+                    discard_facts=discard_facts)
     net = make_qnet(game, cfg).eval()
     state = engine.reset(game, torch.arange(6))
     for t in range(4):
         state = engine.step(game, state, engine.random_moves(game, state, torch.arange(6) + t))[0]
     seat = 0
     policy = CandidatePolicy(game, served(net), seat)
-    assert policy.fast and (policy.counting == counting) and (policy.hints == hint_facts)
+    assert policy.fast
+    assert (policy.counting, policy.hints, policy.discards) == (counting, hint_facts, discard_facts)
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)
