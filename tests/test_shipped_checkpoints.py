@@ -56,3 +56,26 @@ def test_shipped_files_are_hashed_and_the_belief_finds_its_blueprint_from_anywhe
     bp = stored_blueprint_path(ckpt.load(BELIEF, "belief"), BELIEF)
     assert bp.resolve() == BLUEPRINT.resolve()
     load_belief(BELIEF, blueprint_path=bp)
+
+
+def test_score_measures_a_belief_on_another_blueprints_games(one_thread, capsys):
+    """How far SmartBot's belief carries over to the shipped blueprint's games: scored, and said so; a
+    belief of another game still fails with one line."""
+    from train.score import main
+
+    main([str(BLUEPRINT), "--belief", str(SMARTBOT_BELIEFS[0]), "--games", "20", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert "was trained for blueprint 'smartbot'" in out and "scored on this blueprint's games" in out
+    game, net = load_blueprint(BLUEPRINT)
+    _, model = load_belief(SMARTBOT_BELIEFS[0], game=game)
+    ev = evaluate_belief(game, model, net.step, net.initial_state, games=20, seed=0)
+    assert f"belief: {ev}" in out  # this blueprint's games, not SmartBot's
+    own = evaluate_belief(game, model, *_smartbot(game), games=20, seed=0)
+    assert f"belief: {own}" not in out
+    with pytest.raises(SystemExit, match="score: .*belief_smartbot_3p.pt"):
+        main([str(BLUEPRINT), "--belief", str(SMARTBOT_BELIEFS[1]), "--games", "20", "--device", "cpu"])
+
+
+def _smartbot(game):
+    _, bot = load_blueprint("smartbot", game=game)
+    return bot.step, bot.initial_state

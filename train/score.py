@@ -4,7 +4,9 @@
     python train/score.py checkpoints/blueprint_2p.pt --belief checkpoints/belief_2p.pt --games 1000
     python train/score.py smartbot --players 3 --games 10000
 
-The blueprint is a checkpoint file or a rule bot's name (`smartbot`, for `--players` players).
+The blueprint is a checkpoint file or a rule bot's name (`smartbot`, for `--players` players). A belief
+trained for another blueprint is scored on this one's games all the same (how far it carries over, e.g. a
+warm start's first guess), with a line that says so.
 
 Games 0 .. games-1 of the evaluation stream of `--seed` (lbs.seeding): the same deals on any device,
 for any --batch and any --devices, so numbers are comparable across runs and with model cards.
@@ -22,7 +24,7 @@ from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
 from lbs.infer import InferenceServer
-from lbs.models import load_belief, load_blueprint, resolve_device
+from lbs.models import OtherBlueprint, load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
 from lbs.shards import launch, plan, rank_device
 
@@ -40,8 +42,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="replay the game step as a captured CUDA graph (CUDA only)")
     ap.add_argument("--devices", type=int, default=1,
                     help="processes (GPUs with cuda) sharing the games (default 1)")
-    ap.add_argument("--belief", default=None, help="also score this belief (trained for the blueprint): "
-                    "cross-entropy of the true hands per card against the grounded and counting beliefs")
+    ap.add_argument("--belief", default=None, help="also score this belief on the blueprint's games: "
+                    "cross-entropy of the true hands per card against the grounded and counting beliefs (a "
+                    "belief trained for another blueprint is scored all the same, and the output says so)")
     args = ap.parse_args(argv)
     try:
         if args.games < 1 or args.batch < 1:
@@ -53,7 +56,12 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
         game, net = load_blueprint(args.checkpoint, device, players=args.players)
         if args.belief:
-            _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
+            try:
+                _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
+            except OtherBlueprint as e:  # how far a belief carries over to another blueprint's games
+                _, model = load_belief(args.belief, game=game, device=device)
+                if shard.main:
+                    print(f"belief: {e}; scored on this blueprint's games all the same")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
     blueprint = InferenceServer(net, device).qnet()

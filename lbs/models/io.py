@@ -115,14 +115,18 @@ def load_blueprint(path: str | Path, device: torch.device | str = "cpu", game: G
     return stored_game, net.to(device).eval()
 
 
+class OtherBlueprint(ckpt.CheckpointError):
+    """A belief trained for another blueprint than the one given."""
+
+
 def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
                          blueprint: str | Path = "") -> None:
-    """A belief is only valid for the exact blueprint whose games it learned from."""
+    """A belief is only valid for the exact blueprint whose games it learned from (OtherBlueprint)."""
     stored = blob.get("blueprint", {})
     if sha256 is not None and stored.get("sha256") != sha256:
         given = f" ({blueprint})" if blueprint else ""
         want = str(stored.get("sha256"))[:16]
-        raise ckpt.CheckpointError(
+        raise OtherBlueprint(
             f"{path} was trained for blueprint {stored.get('path')!r} (sha256 {want}...), but the blueprint "
             f"given{given} has sha256 {sha256[:16]}...: a different blueprint file"
         )
@@ -157,7 +161,7 @@ def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game
     """(GameConfig, BeliefModel in eval mode on `device`) from a belief checkpoint.
 
     With blueprint_path, that file's sha256 (or that rule bot's name) must be the one the belief was trained
-    for; with game, the stored game config must equal it. Either mismatch raises ckpt.CheckpointError.
+    for (OtherBlueprint otherwise); with game, the stored game config must equal it (ckpt.CheckpointError).
     """
     blob = ckpt.load(path, BELIEF_KIND, game=game.to_dict() if game else None, map_location="cpu")
     if blueprint_path is not None:
