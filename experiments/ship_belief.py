@@ -42,8 +42,13 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--trained-for", default=None, help="the run blueprint the belief was trained for, when "
                     "--blueprint is its shipped fp16 copy")
+    ap.add_argument("--conventions", default="", help="the rule bot whose games the blueprint learnt from "
+                    "(e.g. smartbot): LBS then draws this belief's samples within that bot's card knowledge "
+                    "(BeliefModel.conventions)")
     ap.add_argument("--notes", default="")
     args = ap.parse_args()
+    if args.conventions and not is_rule_bot(args.conventions):
+        sys.exit(f"ship_belief: --conventions {args.conventions!r} is not a rule bot")
     dev = resolve_device(args.device)
     blob = ckpt.load(args.checkpoint, KIND)
     if args.trained_for:
@@ -70,6 +75,7 @@ def main() -> None:
         "state_dict": ckpt.half_state_dict(blob["state_dict"]),
         "global_step": blob.get("global_step"),
         "step": blob.get("step", blob.get("global_step")),
+        **({"conventions": args.conventions} if args.conventions else {}),
     }
     ckpt.save(out, KIND, payload)
     game, model = load_belief(out, blueprint_path=args.blueprint, device=dev)
@@ -81,6 +87,10 @@ def main() -> None:
     beyond = sum(res.learned_by_turn[t] < res.counting_by_turn[t] for t in turns)
     tied = ("a rule bot, taken by name: the belief loads with no other blueprint" if is_rule_bot(args.blueprint)
             else f"sha256 `{blob['blueprint'].get('sha256', '?')}`; loading with another blueprint raises")
+    conventions = (f"\n- Conventions: the blueprint learnt {args.conventions}'s from its games, so LBS draws this "
+                   f"belief's samples within {args.conventions}'s public card knowledge, followed from the "
+                   "searcher's own observations (`SearchConfig.blueprint_knowledge`; off: "
+                   "`--blueprint-knowledge false`, or table1's `--no-blueprint-knowledge`)." if args.conventions else "")
     card = f"""# {args.name}: learned belief for `{args.blueprint}`
 
 **Cross-entropy of the true hand: {res.nll_learned:.3f} nats per card** (learned) vs {res.nll_grounded:.3f} for the
@@ -89,7 +99,7 @@ games; the learned belief is lower at {wins} of {len(turns)} turns. Scored with 
 The counting prior alone (the same counts slot by slot, no network) scores {res.nll_counting:.3f}: the learned
 belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned from the blueprint's play.
 
-- Blueprint: `{args.blueprint}` ({tied}).
+- Blueprint: `{args.blueprint}` ({tied}).{conventions}
 - Scored and shipped on: {machine()}; {blob.get("global_step")} optimizer steps (where they ran: the notes).
 - Game: `{game}`
 - Model: `{cfg.model}`

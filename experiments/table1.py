@@ -104,8 +104,9 @@ def main() -> None:
                     help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
                     "scores it (SearchConfig.keep_lost_points); the games are still scored by HLE's rule")
     ap.add_argument("--no-blueprint-knowledge", dest="blueprint_knowledge", action="store_false",
-                    help="LBS on SmartBot: the learned belief alone, not drawn within SmartBot's card "
-                    "knowledge (SearchConfig.blueprint_knowledge; the rows recorded before it existed)")
+                    help="LBS on SmartBot, or on a network whose belief names the rule bot whose conventions "
+                    "it learnt: the learned belief alone, not drawn within that bot's card knowledge "
+                    "(SearchConfig.blueprint_knowledge; the rows recorded before it existed)")
     ap.add_argument("--batch-games", type=int, default=64)
     cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
@@ -211,7 +212,8 @@ def run(args, state: Kept) -> None:
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
            if args.reference_budget else "")
         + ("; rollouts score a lost game as its points minus one" if args.keep_lost_points else "")
-        + ("; LBS draws its hands within the blueprint's card knowledge." if knows else "."),
+        + ("; LBS draws its hands within the card knowledge of the rule bot whose conventions the blueprint "
+           "plays by (SearchConfig.blueprint_knowledge)." if knows else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "delta": args.delta,

@@ -65,7 +65,7 @@ def test_score_measures_a_belief_on_another_blueprints_games(one_thread, capsys)
 
     main([str(BLUEPRINT), "--belief", str(SMARTBOT_BELIEFS[0]), "--games", "20", "--device", "cpu"])
     out = capsys.readouterr().out
-    assert "was trained for blueprint 'smartbot'" in out and "scored on this blueprint's games" in out
+    assert "was trained for the rule bot 'smartbot'" in out and "scored on this blueprint's games" in out
     game, net = load_blueprint(BLUEPRINT)
     _, model = load_belief(SMARTBOT_BELIEFS[0], game=game)
     ev = evaluate_belief(game, model, net.step, net.initial_state, games=20, seed=0)
@@ -79,3 +79,22 @@ def test_score_measures_a_belief_on_another_blueprints_games(one_thread, capsys)
 def _smartbot(game):
     _, bot = load_blueprint("smartbot", game=game)
     return bot.step, bot.initial_state
+
+
+def test_the_shipped_belief_brings_smartbots_conventions_to_search(tmp_path):
+    """The full-game blueprint learnt SmartBot's conventions: its belief names them, so LBS draws within
+    SmartBot's card knowledge (a SmartBot beside the network); off, the belief alone; a belief naming no
+    rule bot fails to load in one line."""
+    from lbs.bots import SmartBot
+    from lbs.search.setup import build_search
+
+    _, model = load_belief(BELIEF, blueprint_path=BLUEPRINT)
+    assert model.conventions == "smartbot"
+    with build_search("lbs-inf", BLUEPRINT, BELIEF) as setup:
+        assert isinstance(setup.sampler().knowledge, SmartBot) and setup.sampler().knowledge is not setup.net
+        assert setup.with_mode("lbs-inf", blueprint_knowledge=False).sampler().knowledge is None
+    blob = ckpt.load(BELIEF, "belief")
+    bad = tmp_path / "belief.pt"
+    ckpt.save(bad, "belief", {**blob, "conventions": "nobot"})
+    with pytest.raises(ckpt.CheckpointError, match="names conventions 'nobot', not a rule bot"):
+        load_belief(bad)

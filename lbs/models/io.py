@@ -124,12 +124,17 @@ def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
     """A belief is only valid for the exact blueprint whose games it learned from (OtherBlueprint)."""
     stored = blob.get("blueprint", {})
     if sha256 is not None and stored.get("sha256") != sha256:
-        given = f" ({blueprint})" if blueprint else ""
-        want = str(stored.get("sha256"))[:16]
-        raise OtherBlueprint(
-            f"{path} was trained for blueprint {stored.get('path')!r} (sha256 {want}...), but the blueprint "
-            f"given{given} has sha256 {sha256[:16]}...: a different blueprint file"
-        )
+        trained = _identity_words(stored.get("path"), stored.get("sha256"))
+        raise OtherBlueprint(f"{path} was trained for {trained}, but the blueprint given is "
+                             f"{_identity_words(blueprint, sha256)}: a different blueprint")
+
+
+def _identity_words(path: object, identity: object) -> str:
+    """A blueprint as a person would name it: a rule bot by its name, a file by its path and hash."""
+    if path is not None and str(path) == str(identity):
+        return f"the rule bot {str(path)!r}"
+    named = f"{str(path)!r} " if path else "the file "
+    return f"{named}(sha256 {str(identity)[:16]}...)"
 
 
 def blueprint_identity(blueprint: str | Path) -> str:
@@ -174,4 +179,8 @@ def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game
         model.load_state_dict(float_weights(weights))
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ckpt.CheckpointError(f"{path}: not a loadable belief ({type(e).__name__}: {e})") from e
+    model.conventions = blob.get("conventions", "")
+    if model.conventions and not is_rule_bot(model.conventions):
+        raise ckpt.CheckpointError(f"{path}: names conventions {model.conventions!r}, not a rule bot "
+                                   f"({', '.join(RULE_BOTS)})")
     return stored_game, model.to(device).eval()

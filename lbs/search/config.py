@@ -86,9 +86,10 @@ class SearchConfig:
     SmartBot the returns' variance is then 1.8-3.9x smaller (experiments/rollout_spread.py: the rare lost game
     no longer costs every point), so the same rollouts tell the moves apart better"""
     blueprint_knowledge: bool = True
-    """LBS with a blueprint that keeps public card knowledge (SmartBot): draw the belief's samples within
-    the identities that knowledge allows the searcher's cards (samplers.LearnedBelief). False: the learned
-    belief alone, hint-consistent samples kept by rejection, as with a network blueprint"""
+    """LBS with a blueprint that keeps public card knowledge (SmartBot), or a network that learnt a rule bot's
+    conventions from its games (its belief names the bot: BeliefModel.conventions): draw the belief's samples
+    within the identities that knowledge allows the searcher's cards (samplers.LearnedBelief). False: the
+    learned belief alone, hint-consistent samples kept by rejection"""
     min_valid: int = 1
     """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
     seat: int = 0

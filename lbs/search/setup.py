@@ -61,6 +61,9 @@ class SearchSetup:
     device: torch.device
     timing: Timing | None = None
     make_sampler: Callable[[], HandSampler] | None = None
+    conventions: CardKnowledge | None = None
+    """the rule bot whose conventions a network blueprint learnt (its belief names it:
+    BeliefModel.conventions), whose public card knowledge LBS draws within as it does a rule bot's own"""
 
     def __post_init__(self) -> None:
         self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
@@ -76,13 +79,16 @@ class SearchSetup:
            belief: nn.Module | None = None, device: torch.device | str = "cpu", coalesce: bool = False,
            profile: bool = False, make_sampler: Callable[[], HandSampler] | None = None) -> SearchSetup:
         """A set-up for models in memory: serves `net` (and `belief`, which LBS needs unless make_sampler
-        replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`)."""
+        replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`). A belief
+        that names its blueprint's conventions (BeliefModel.conventions) brings that rule bot along."""
         mode = Mode.parse(mode) if isinstance(mode, str) else mode
         check_blueprint(mode, net)
+        named = getattr(belief, "conventions", "")
+        conventions = load_blueprint(named, device, game=game)[1] if named else None
         server = serve(net, belief, device, coalesce=coalesce)
         try:
             return cls(game, mode, cfg or SearchConfig(), net, server, torch.device(device),
-                       Timing() if profile else None, make_sampler)
+                       Timing() if profile else None, make_sampler, conventions)
         except ValueError:
             server.close()
             raise
@@ -111,10 +117,10 @@ class SearchSetup:
 
     @property
     def knowledge(self) -> CardKnowledge | None:
-        """The blueprint's public card knowledge LBS draws its hands within (a rule bot's; see
-        SearchConfig.blueprint_knowledge), or None."""
+        """The public card knowledge LBS draws its hands within (a rule bot blueprint's, or that of the rule
+        bot whose conventions a network blueprint learnt; see SearchConfig.blueprint_knowledge), or None."""
         knows = self.mode.sampler is Sampler.BELIEF and self.cfg.blueprint_knowledge
-        return card_knowledge(self.net) if knows else None
+        return (card_knowledge(self.net) or self.conventions) if knows else None
 
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""

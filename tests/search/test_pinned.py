@@ -5,7 +5,9 @@ redesigned; a change that alters any of them changes behaviour. 2c/sparta-r40 wa
 above its max range began to be drawn from by rejection (it played the blueprint there before), and 2p/lbs-16
 when the shipped full-game pair was replaced (the blueprint learnt from SmartBot's games and its belief), and
 again when that belief was replaced by the same run trained longer, and when the pair was replaced by the
-blueprint that also reads the card-count, hint and discard facts and its belief."""
+blueprint that also reads the card-count, hint and discard facts and its belief, and when that belief was
+trained longer and began to name SmartBot's conventions (its samples drawn within SmartBot's card
+knowledge)."""
 
 from __future__ import annotations
 

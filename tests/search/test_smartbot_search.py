@@ -25,7 +25,7 @@ from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.config import DISCARD, PLAY
 from lbs.infer import InferenceServer, QNetHandle
-from lbs.models import BeliefConfig, BeliefModel
+from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.search import agent, step_filter
 from lbs.search.config import Mode, SearchConfig
 from lbs.search.exact_range import ExactRange
@@ -265,22 +265,28 @@ def test_sparta_and_lbs_inf_on_the_range_decide_the_same() -> None:
         assert x.record.moves == y.record.moves and x.decisions == y.decisions
 
 
-@pytest.mark.parametrize(("mode", "max_range"), [("sparta", SearchConfig.max_range), ("sparta", 1),
-                                                  ("lbs-inf", SearchConfig.max_range)])
-def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: int, monkeypatch) -> None:
+@pytest.mark.parametrize(("mode", "max_range", "blueprint"), [
+    ("sparta", SearchConfig.max_range, "smartbot"), ("sparta", 1, "smartbot"),
+    ("lbs-inf", SearchConfig.max_range, "smartbot"), ("lbs-inf", SearchConfig.max_range, "network")])
+def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: int, blueprint: str,
+                                                         monkeypatch) -> None:
     """Swap the searcher's true hand, at one of its turns, for another hand of its range (so the history
     it saw is the same); replaying the game with search from the swapped deck makes every decision up to
     and including that turn the same (the range, the seats' states and the belief's sampler with its copy of
     SmartBot's card knowledge follow the history, not the cards). With max_range 1 every draw is a
-    rejection draw through the pending filters."""
+    rejection draw through the pending filters. "network": a network blueprint whose belief names SmartBot's
+    conventions, so the sampler follows a SmartBot of its own beside the network."""
     game = SMALL["p2_c3_r3_h3"]
-    net = SmartBot(game)
     cfg = replace(tiny_search(game), max_range=max_range)
     n, seat = 4, cfg.seat
     torch.manual_seed(0)
+    net = SmartBot(game) if blueprint == "smartbot" else make_qnet(game, NetConfig(hidden=16)).eval()
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    model.conventions = "smartbot" if blueprint == "network" else ""
     with SearchSetup.of(game, net, mode, cfg, model) as setup:
-        assert mode == "sparta" or setup.sampler().knowledge is net
+        if mode != "sparta":
+            want = net if blueprint == "smartbot" else setup.conventions
+            assert isinstance(want, SmartBot) and setup.sampler().knowledge is want
         first = agent.play_games(setup, n, seed=8, batch_games=n)
         decks = torch.tensor([r.record.deck for r in first])
         real = engine.initial_state(game, decks)
@@ -340,20 +346,26 @@ def swap_hand(game: GameConfig, deck: torch.Tensor, positions: list[int], state,
     return out
 
 
+@pytest.mark.parametrize("blueprint", ["smartbot", "network"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_lbs_draws_within_smartbots_card_knowledge(device: str) -> None:
-    """With SmartBot as the blueprint, LBS's sampler follows the searcher's copy of SmartBot's knowledge
-    and draws every held slot within it (the lockstep seat's own_cards); with blueprint_knowledge off the
-    learned belief (here untrained) draws outside it, kept by the hints alone."""
+def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) -> None:
+    """With SmartBot as the blueprint, or a network whose belief names SmartBot's conventions, LBS's
+    sampler follows the searcher's copy of SmartBot's knowledge and draws every held slot within it (the
+    lockstep seat's own_cards, SmartBot playing the game); with blueprint_knowledge off the learned belief
+    (here untrained) draws outside it, kept by the hints alone."""
     game = SMALL["p2_c3_r3_h3"]
     net = SmartBot(game, device)
     torch.manual_seed(0)
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    searched = net
+    if blueprint == "network":
+        searched = make_qnet(game, NetConfig(hidden=16)).to(device).eval()
+        model.conventions = "smartbot"
     n, k, seat = 16, 32, 1
     state = engine.reset(game, torch.arange(n, device=device))
     outside = {True: 0, False: 0}
     cfg = replace(tiny_search(game), seat=seat)
-    with SearchSetup.of(game, net, "lbs-inf", cfg, model, device) as setup, torch.no_grad():
+    with SearchSetup.of(game, searched, "lbs-inf", cfg, model, device) as setup, torch.no_grad():
         plain = setup.with_mode("lbs-inf", blueprint_knowledge=False)
         samplers = {True: setup.sampler(), False: plain.sampler()}
         assert samplers[False].knowledge is None
