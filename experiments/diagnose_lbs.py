@@ -80,7 +80,7 @@ def main() -> None:
     game = setup.game
     if args.plays:
         with torch.no_grad():
-            knows = card_knowledge(setup.net)
+            knows = card_knowledge(setup.net) or setup.conventions  # a rule bot's, or the conventions learnt
             return rate_plays(game, setup.server, args.games, args.samples, knowledge=knows)
     with torch.no_grad():
         t0 = time.perf_counter()
@@ -95,7 +95,8 @@ def main() -> None:
 def rate_plays(game, server, games: int, k: int, seat: int = 0, knowledge=None) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
     the learned belief and the counting prior make it (the played slot holding a playable card)? With
-    `knowledge` (a rule bot's card knowledge), also the belief drawn within it, as LBS draws by default."""
+    `knowledge` (a rule bot's card knowledge: the blueprint's own, or that of the conventions it learnt), also
+    the belief drawn within it, as LBS draws by default."""
     tb = engine.tables(game, torch.device("cpu"))
     state = engine.reset(game, game_seeds(Stream.EVAL, 0, games))
     beliefs = [LearnedBelief(game, server, seat)]
@@ -136,9 +137,9 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0, knowledge=None) 
          hook=rate)
     scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
     pk = torch.cat(p_known).double() if p_known else None
-    within = "" if pk is None else f", within the blueprint's card knowledge {100 * pk.mean():.1f}%"
+    within = "" if pk is None else f", within the rule bot's card knowledge {100 * pk.mean():.1f}%"
     if pk is not None:
-        print(f"the blueprint's card knowledge of seat {seat} ruled out the card it held in "
+        print(f"the rule bot's card knowledge of seat {seat} ruled out the card it held in "
               f"{int(outside[0])} of {int(outside[1])} held slots (every step of every game)")
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
           f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples){within}, counting prior "
