@@ -36,7 +36,7 @@ from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
 from lbs.search.report import summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
-from lbs.search.setup import build_search, card_knowledge
+from lbs.search.setup import build_search
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,8 +80,7 @@ def main() -> None:
     game = setup.game
     if args.plays:
         with torch.no_grad():
-            knows = card_knowledge(setup.net) or setup.conventions  # a rule bot's, or the conventions learnt
-            return rate_plays(game, setup.server, args.games, args.samples, knowledge=knows)
+            return rate_plays(game, setup.server, args.games, args.samples, knowledge=setup.rule_knowledge)
     with torch.no_grad():
         t0 = time.perf_counter()
         res = play_games(setup, args.games, 0, 64)

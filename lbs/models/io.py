@@ -131,7 +131,7 @@ def check_blueprint_hash(blob: dict, path: str | Path, sha256: str | None,
 
 def _identity_words(path: object, identity: object) -> str:
     """A blueprint as a person would name it: a rule bot by its name, a file by its path and hash."""
-    if path is not None and str(path) == str(identity):
+    if is_rule_bot(path):
         return f"the rule bot {str(path)!r}"
     named = f"{str(path)!r} " if path else "the file "
     return f"{named}(sha256 {str(identity)[:16]}...)"

@@ -116,11 +116,16 @@ class SearchSetup:
         return self.blueprint.initial_state(rows)
 
     @property
+    def rule_knowledge(self) -> CardKnowledge | None:
+        """Public card knowledge of the blueprint's conventions: a rule bot blueprint's own, or that of the
+        rule bot whose conventions a network blueprint learnt; None for neither."""
+        return card_knowledge(self.net) or self.conventions
+
+    @property
     def knowledge(self) -> CardKnowledge | None:
-        """The public card knowledge LBS draws its hands within (a rule bot blueprint's, or that of the rule
-        bot whose conventions a network blueprint learnt; see SearchConfig.blueprint_knowledge), or None."""
+        """The rule knowledge LBS draws its hands within (see SearchConfig.blueprint_knowledge), or None."""
         knows = self.mode.sampler is Sampler.BELIEF and self.cfg.blueprint_knowledge
-        return (card_knowledge(self.net) or self.conventions) if knows else None
+        return self.rule_knowledge if knows else None
 
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""
