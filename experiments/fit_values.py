@@ -10,6 +10,11 @@ many moves changed (float rounding can flip a tie).
 
     python experiments/fit_values.py runs/imitation.pt --save runs/imitation_values.pt --minutes 10
     python experiments/leaf_values.py runs/imitation_values.pt --games 1000      # then measure it
+    python experiments/fit_values.py runs/imitation.pt --save runs/dev.pt --minutes 3 --deviate 0.5
+
+--deviate also fits the states after one random move in that share of the games (the states LBS-1 compares);
+on the shipped blueprint it left its own games' fit as it was and LBS-1 still losing
+(experiments/results/diagnose_lbs/lbs1_oracle_delta05_2026-11-27_discard_facts.md).
 
 Writes a blueprint checkpoint (config, game, the fitted weights, and what was fitted) that every entry point
 loads. The clock is this process's CPU time (with one torch thread, core-minutes).
@@ -25,7 +30,7 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt
-from lbs.hanabi import public_features
+from lbs.hanabi import engine, public_features
 from lbs.models import load_blueprint, training_record
 from lbs.models.io import BLUEPRINT_KIND
 from lbs.rl.actors import ActorConfig, run_round
@@ -55,6 +60,31 @@ def regressors(net, game, eps: dict[str, torch.Tensor]) -> torch.Tensor:
     return rows_as_players(x, eps["legal"].shape[0]).sum(2)
 
 
+def one_deviation(game, n: int, share: float, gen: torch.Generator):
+    """(override, after): an override for run_round that makes, in a `share` of the n games, one uniformly
+    random legal move other than the seat's choice at a step drawn uniformly below the game's usual length,
+    and after() -> [N, T] bool, the steps a fit may use: every step of a game played without deviating,
+    and the steps after the deviation (the greedy play that follows it) of one that deviated."""
+    step = torch.randint(0, 64, (n,), generator=gen)
+    step[torch.rand(n, generator=gen) >= share] = -1
+    made = torch.full((n,), -1)
+
+    def override(t: int, state, hid, move: torch.Tensor) -> torch.Tensor:
+        legal = engine.legal_moves(game, state)  # [N, M] the mover's, in the true colours
+        ids = torch.arange(legal.shape[1])
+        other = legal & (ids != move[:, None])
+        pick = torch.rand(legal.shape, generator=gen).masked_fill(~other, -1.0).argmax(1)
+        hit = (step == t) & ~state.done & other.any(1)
+        made[hit] = t
+        return torch.where(hit, pick, move)
+
+    def after(steps: int) -> torch.Tensor:
+        t = torch.arange(steps)[None]
+        return (made[:, None] < 0) | (t > made[:, None])
+
+    return override, after
+
+
 def solve(xtx: torch.Tensor, xty: torch.Tensor, ridge: float, min_scale: float) -> torch.Tensor:
     """Least squares (value weights, value bias, advantage scale) with a small ridge; a scale at or below
     min_scale is held there (it must stay positive for the moves to stay) and the rest solved again."""
@@ -69,9 +99,11 @@ def solve(xtx: torch.Tensor, xty: torch.Tensor, ridge: float, min_scale: float) 
 
 @torch.no_grad()
 def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
-        min_scale: float = 1e-3) -> tuple[dict, list[dict]]:
+        min_scale: float = 1e-3, deviate: float = 0.0) -> tuple[dict, list[dict]]:
     """The fitted network's blueprint payload, and per round of games the squared error the fit so far
-    would make on that round before seeing it (a held-out error)."""
+    would make on that round before seeing it (a held-out error). deviate: the share of games that make
+    one random move (one_deviation), so the fit also sees states the network's own play never reaches,
+    whose values LBS-1 compares."""
     blob = ckpt.load(path, BLUEPRINT_KIND, map_location="cpu")
     game, net = load_blueprint(path)
     if getattr(net.head, "value", None) is None:
@@ -80,12 +112,14 @@ def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
     xtx, xty = torch.zeros(h + 2, h + 2, dtype=torch.float64), torch.zeros(h + 2, dtype=torch.float64)
     actor = ActorConfig(num_games=games, max_len=0)
     rounds, start, spent, w = [], 0, 0.0, None
+    gen = torch.Generator().manual_seed(seed)
     while spent < 60 * minutes:
         t0 = time.process_time()
         seeds = game_seeds(Stream.BLUEPRINT_TRAIN, seed, games, start=start)
         start += games
-        eps, stats = run_round(game, net.step, net.initial_state, seeds, 0, actor)
-        mask = eps["mask"]
+        override, after = one_deviation(game, games, deviate, gen) if deviate > 0 else (None, None)
+        eps, stats = run_round(game, net.step, net.initial_state, seeds, 0, actor, override=override)
+        mask = eps["mask"] if after is None else eps["mask"] & after(eps["mask"].shape[1])
         x, y = regressors(net, game, eps)[mask], returns_to_go(eps["reward"].double(), 1.0)[mask]
         error = float((x @ w - y).pow(2).mean()) if w is not None else float("nan")
         xtx += x.T @ x
@@ -103,7 +137,7 @@ def fit(path: str, minutes: float, games: int, seed: int, ridge: float = 1e-3,
     payload = {"config": blob["config"], "game": blob.get("game", blob["config"]["game"]),
                "model": net.state_dict(), "trained": training_record(blob),
                "fitted_values": {"from": str(path), "games": start, "minutes": minutes,
-                                 "advantage_scale": float(w[-1]),
+                                 "deviate": deviate, "advantage_scale": float(w[-1]),
                                  "error": rounds[-1]["error"] if rounds else None}}
     return payload, rounds
 
@@ -131,15 +165,20 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=256, help="fresh greedy games per round of the fit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check-games", type=int, default=200, help="evaluation deals the moves are compared on")
+    ap.add_argument("--deviate", type=float, default=0.0, metavar="SHARE",
+                    help="the share of games that make one random move, fitted on the states after it "
+                    "(default 0: the network's own greedy games only)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     if Path(args.save).exists():
         sys.exit(f"fit_values: --save {args.save} exists; choose another path")
     if not args.minutes > 0 or args.games < 1 or args.check_games < 1:
         sys.exit("fit_values: --minutes must be > 0, --games and --check-games >= 1")
+    if not 0 <= args.deviate <= 1:
+        sys.exit(f"fit_values: --deviate {args.deviate}: must be in [0, 1]")
     torch.set_num_threads(args.threads)
     try:
-        payload, _ = fit(args.blueprint, args.minutes, args.games, args.seed)
+        payload, _ = fit(args.blueprint, args.minutes, args.games, args.seed, deviate=args.deviate)
     except (ckpt.CheckpointError, ValueError) as e:
         sys.exit(f"fit_values: {e}")
     changed, made = moves_changed(args.blueprint, payload, args.check_games)

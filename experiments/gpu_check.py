@@ -17,11 +17,16 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   search   LBS-1 / LBS-16 / LBS-inf / SPARTA at 1,000 rollouts per move, 64 games at once, graphs on
   search-10k  LBS-16 at 10,000 rollouts per move on 64 games at once with its score (table1.py)
   sparta-10k  SPARTA at 10,000 rollouts per move, 64 games at once (target: under 5 s per game)
-  table1   the shipped pair's Table 1 at delta 0.5, 1,000 rollouts, 208 deals: blueprint and the LBS modes
-           (64 games at once; on an H100 200 s for LBS-inf, LBS-32, LBS-8 and LBS-1 together)
+  table1   the shipped pair's Table 1 at delta 0.5, 1,000 rollouts, 208 deals: blueprint, LBS-16 and LBS-inf
+           (64 games at once)
+  table1-lbs   its LBS-32, LBS-8 and LBS-1 rows
   table1-sparta  its SPARTA row (32 games at once: 64 overflowed an H100's 80 GB before the range grew
-           in chunks; 150 s there);
-           join the two with `python experiments/table1.py --combine <out>/table1/*.json`
+           in chunks). With the shipped pair (its facts network, LBS drawing within SmartBot's knowledge)
+           the whole table took about 12 minutes of one H200 in two commands of parallel table1 runs
+           (experiments/results/table1/full_2p_df150/, the h200 records), so each step may reach its
+           limit: it keeps its finished batches (journals in <out>/table1) and the same step run again on
+           the same machine plays only the rest. Join the three with
+           `python experiments/table1.py --combine <out>/table1/*.json`
   smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move, 2 games, rollouts eager and captured
            (on an H200, SPARTA: 20.1 s per game eager, 5.8 captured)
   smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games at once, captured
@@ -90,8 +95,9 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                    f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
         "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
                   f"{shlex.quote(str(out))}", 300),
-        "table1": (f"{table1} --batch-games 64 --modes blueprint lbs-16 lbs-inf lbs-32 lbs-8 lbs-1", 480),
-        "table1-sparta": (f"{table1} --batch-games 32 --modes blueprint sparta", 300),
+        "table1": (f"{table1} --batch-games 64 --modes blueprint lbs-16 lbs-inf", 580),
+        "table1-lbs": (f"{table1} --batch-games 64 --modes blueprint lbs-32 lbs-8 lbs-1", 580),
+        "table1-sparta": (f"{table1} --batch-games 32 --modes blueprint sparta", 580),
         "smartbot": (f"{smartbot} --batch-games 2 --games 2 --modes sparta lbs-inf --rollouts 1000 "
                      f"--min-rollouts 50 --cuda-graphs both", 300),
         "smartbot-10k": (f"{smartbot} --batch-games 8 --games 8 --modes sparta --rollouts 10000 "
@@ -108,17 +114,25 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 
 
-def run_step(name: str, cmd: list[str], limit: int, log: Path) -> tuple[int | str, float, str]:
-    """(exit code or 'timeout', seconds, the output's last lines); the whole output goes to log."""
+def run_step(name: str, cmd: list[str], limit: int, log: Path,
+             grace: int = 30) -> tuple[int | str, float, str]:
+    """(exit code or 'timeout', seconds, the output's last lines); the whole output goes to log. At its limit
+    a step gets SIGTERM, and `grace` seconds to say what it kept (table1's journals), before SIGKILL."""
     t0 = time.perf_counter()
     env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
-    try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit, env=env)
-        code, text = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as e:
-        code = "timeout"
-        text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
-    log.write_text(text)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            code: int | str = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    text = log.read_text(errors="replace")
     tail = "\n".join(text.strip().splitlines()[-40:])
     return code, time.perf_counter() - t0, tail
 

@@ -355,6 +355,36 @@ def test_fitting_values_keeps_the_moves_and_makes_q_predict_the_points_to_come(t
     assert torch.allclose(ratio, ratio.flatten()[0].expand_as(ratio)) and 0 < float(ratio.flatten()[0]) < 1
 
 
+def test_a_deviating_value_fit_makes_one_other_legal_move_per_game_and_fits_only_what_follows_it():
+    """fit_values --deviate: in about the asked share of games one move, at the drawn step, is another legal
+    move than the seat's; the steps up to it (whose returns include the random move) are left out of the fit,
+    and games that never deviated keep every step."""
+    from experiments.fit_values import one_deviation
+    from lbs.hanabi import engine
+
+    game, n = GameConfig(), 200
+    override, after = one_deviation(game, n, 0.5, torch.Generator().manual_seed(0))
+    state = engine.reset(game, game_seeds(Stream.BLUEPRINT_TRAIN, 0, n))
+    changed = torch.zeros(n, game.max_steps, dtype=torch.bool)
+    h = game.hand_size
+    prefer = torch.ones(game.num_moves)  # a stand-in policy that lasts: discard, else hint, else play
+    prefer[:h], prefer[2 * h:] = 3.0, 2.0
+    for t in range(game.max_steps):
+        legal = engine.legal_moves(game, state)
+        move = torch.where(state.done, 0, (legal * prefer).argmax(1))
+        made = override(t, state, None, move)
+        changed[:, t] = made != move
+        assert bool(legal.gather(1, made[:, None])[~state.done].all())
+        state, _, _ = engine.step(game, state, made)
+    deviated = changed.any(1)
+    assert bool((changed.sum(1) <= 1).all()) and 0.4 * n < int(deviated.sum()) < 0.6 * n
+    keep = after(game.max_steps)
+    step = changed.int().argmax(1)
+    t = torch.arange(game.max_steps)[None]
+    assert torch.equal(keep[deviated], (t > step[:, None])[deviated])
+    assert bool(keep[~deviated].all())
+
+
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("device", DEVICES)
 def test_imitation_saves_a_loadable_blueprint_and_resumes_its_curve(tmp_path, device, monkeypatch):
