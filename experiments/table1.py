@@ -598,7 +598,9 @@ def join(rows: list[Row]) -> Row:
 
 
 def figure(rows: list[Row], game: GameConfig) -> bytes:
-    """Gain over the blueprint (± s.e.) against seconds per game, one point per mode: the PNG's bytes."""
+    """Gain over the blueprint (± s.e.) against seconds per game, one point per searched mode (rows); where a
+    row has no one machine's time (joined from runs on two), every mode's gain side by side instead: the
+    PNG's bytes."""
     import io
 
     import matplotlib
@@ -606,17 +608,21 @@ def figure(rows: list[Row], game: GameConfig) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    timed = all(not math.isnan(r.summary["seconds_per_game"]) for r in rows)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for r in rows:
+    for i, r in enumerate(rows):
         diff, sem = r.paired()
-        x = r.summary["seconds_per_game"]
-        if math.isnan(x):  # joined from runs on two machines: no time to place it at
-            continue
+        x = r.summary["seconds_per_game"] if timed else i
         ax.errorbar(x, diff, yerr=sem, fmt="o", capsize=3)
-        ax.annotate(f"{r.mode} ({len(r.scores)})", (x, diff), textcoords="offset points", xytext=(5, 5))
+        label = f"{r.mode} ({len(r.scores)})" if timed else f"n={len(r.scores)}"  # else the mode is the tick
+        ax.annotate(label, (x, diff), textcoords="offset points", xytext=(5, 5))
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("seconds per game (log)")
+    if timed:
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds per game (log)")
+    else:
+        ax.set_xticks(range(len(rows)), [r.mode for r in rows])
+        ax.set_xlabel("mode (rows joined from runs on several machines: no one time per game)")
     ax.set_ylabel("score gain over the blueprint (paired)")
     ax.set_title(f"Search on {game.colors} colours x {game.ranks} ranks, {game.players} players (games)")
     fig.tight_layout()
@@ -624,7 +630,6 @@ def figure(rows: list[Row], game: GameConfig) -> bytes:
     fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
     return buf.getvalue()
-
 
 if __name__ == "__main__":
     main()
