@@ -62,10 +62,11 @@ def regressors(net, game, eps: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def one_deviation(game, n: int, share: float, gen: torch.Generator):
     """(override, after): an override for run_round that makes, in a `share` of the n games, one uniformly
-    random legal move other than the seat's choice at a step drawn uniformly below the game's usual length,
-    and after() -> [N, T] bool, the steps a fit may use: every step of a game played without deviating,
-    and the steps after the deviation (the greedy play that follows it) of one that deviated."""
-    step = torch.randint(0, 64, (n,), generator=gen)
+    random legal move other than the seat's choice at a step drawn uniformly from the first two thirds of the
+    game's longest possible length (64 of 97 moves on the full 2-player game, about its usual length), and
+    after() -> [N, T] bool, the steps a fit may use: every step of a game played without deviating, and the
+    steps after the deviation (the greedy play that follows it) of one that deviated."""
+    step = torch.randint(0, 2 * game.max_steps // 3, (n,), generator=gen)
     step[torch.rand(n, generator=gen) >= share] = -1
     made = torch.full((n,), -1)
 

@@ -631,5 +631,6 @@ def figure(rows: list[Row], game: GameConfig) -> bytes:
     plt.close(fig)
     return buf.getvalue()
 
+
 if __name__ == "__main__":
     main()
