@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt
+from lbs.acting import epsilon_greedy
 from lbs.hanabi import engine, public_features
 from lbs.models import load_blueprint, training_record
 from lbs.models.io import BLUEPRINT_KIND
@@ -72,9 +73,8 @@ def one_deviation(game, n: int, share: float, gen: torch.Generator):
 
     def override(t: int, state, hid, move: torch.Tensor) -> torch.Tensor:
         legal = engine.legal_moves(game, state)  # [N, M] the mover's, in the true colours
-        ids = torch.arange(legal.shape[1])
-        other = legal & (ids != move[:, None])
-        pick = torch.rand(legal.shape, generator=gen).masked_fill(~other, -1.0).argmax(1)
+        other = legal & (torch.arange(legal.shape[1], device=legal.device) != move[:, None])
+        pick = epsilon_greedy(torch.zeros(other.shape, device=legal.device), other, 1.0, generator=gen)
         hit = (step == t) & ~state.done & other.any(1)
         made[hit] = t
         return torch.where(hit, pick, move)
