@@ -4,56 +4,21 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import os
-import platform
 import re
-import sys
 from pathlib import Path
 
 import torch
 
 from lbs import cli
 from lbs.ckpt import SaveError, write_atomic
+from lbs.machine import cpu_name, machine  # noqa: F401  (experiments name their machine through here)
 from lbs.runs import InUseError, hold
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine() -> str:
-    """CPU, cores, load, torch threads, GPU and torch version, on one line."""
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (
-        f"{cpu_name()} ({os.cpu_count()} cores{load}), {torch.get_num_threads()} torch threads, {gpu}, "
-        f"torch {torch.__version__}"
-    )
 
 
 def sync(device: torch.device | str) -> None:
     """Wait for the device's queued kernels, so a timer around them measures them (nothing on a CPU)."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def write_card(ckpt_path: Path, loader: str, body: str, notes: str) -> None:
-    """Write (and print) the model card next to a shipped checkpoint: `body`, then the file line, how
-    it was shipped and the free-text notes."""
-    size_mb = ckpt_path.stat().st_size / 2**20
-    card = (
-        f"{body.rstrip()}\n"
-        f"- File: `{ckpt_path}`, {size_mb:.1f} MB, fp16 weights, configs inside (`{loader}`).\n"
-        f"- Shipped {datetime.date.today()} by `python {' '.join(sys.argv)}`.\n\n{notes}\n"
-    )
-    ckpt_path.with_suffix(".md").write_text(card)
-    print(card)
 
 
 RESULTS = Path(__file__).parent / "results"

@@ -36,12 +36,10 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
            their CUDA test, docs/gpu.md)
   curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
-  demo     the demo preset's learning (SmartBot's games in a demonstration replay, half of every batch) at
-           paper size: `--preset gpu` with the demo preset's demonstrations, 1.5 minutes
-  demo-resume  that run resumed (`--resume`) to 3 minutes: a curve continued across commands
-  demo-curve   its learning curve
-  imitation    plain imitation of SmartBot at paper size (experiments/imitation.py --preset gpu), 7 minutes,
-           saved to runs/imitation/gpu-<date>-<time>.pt (continue it with --resume)
+  recipe   the blueprint recipe at paper size (`train/blueprint.py --preset recipe-gpu`: imitation of
+           SmartBot, TD values, R2D2 improvement), 8 minutes, in runs/blueprint/gpu-recipe-<date>-<time>
+  recipe-resume  the newest such run resumed for 8 more minutes (run it again to go on: the curve continues)
+  recipe-curve   its learning curve
 Writes <out>/gpu_check_<date>_<gpu>.md (the command, machine, and per step: command, exit code, time
 and the output's tail), beside every benchmark's own result file in <out>.
 """
@@ -75,9 +73,10 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     smartbot = f"experiments/bench_search.py --blueprint smartbot {cuda}"
     table1 = (f"experiments/table1.py --games 208 --rollouts 1000 --min-rollouts 50 --delta 0.5 "
               f"--max-rows 65536 --cuda-graphs --device cuda --out {shlex.quote(str(out / 'table1'))}")
-    demo = ROOT / "runs" / "blueprint" / f"gpu-demo-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    recipe = ROOT / "runs" / "blueprint" / f"gpu-recipe-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    earlier = sorted((ROOT / "runs" / "blueprint").glob("gpu-recipe-*/latest.pt"))
+    newest = earlier[-1].parent if earlier else recipe
     train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
-    imitation = ROOT / "runs" / "imitation" / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.pt"
     plan = {
         "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 180),
         "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
@@ -102,14 +101,10 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                      f"--min-rollouts 50 --cuda-graphs both", 300),
         "smartbot-10k": (f"{smartbot} --batch-games 8 --games 8 --modes sparta --rollouts 10000 "
                          f"--min-rollouts 100 --budget reference --cuda-graphs on", 300),
-        "demo": (f"{train} --preset gpu --demo_games 16384 --demo_ratio 0.5 --eval_every 250 "
-                 f"--eval_games 1000 --max_minutes 1.5 --out_dir {shlex.quote(str(demo))}", 150),
-        "demo-resume": (f"{train} --resume {shlex.quote(str(demo / 'latest.pt'))} --max_minutes 3", 150),
-        "demo-curve": (f"experiments/learning_curve.py {shlex.quote(str(demo))} --name gpu_demo --out "
-                       f"{shlex.quote(str(out))}", 90),
-        "imitation": (f"experiments/imitation.py --preset gpu --device cuda --batch-size 256 --chunk 4096 "
-                      f"--held-out 1024 --score-games 1000 --minutes 7 --eval-every 1 "
-                      f"--out {shlex.quote(str(out))} --save {shlex.quote(str(imitation))}", 580),
+        "recipe": (f"{train} --preset recipe-gpu --max_minutes 8 --out_dir {shlex.quote(str(recipe))}", 580),
+        "recipe-resume": (f"{train} --resume {shlex.quote(str(newest / 'latest.pt'))} --max_minutes 16", 580),
+        "recipe-curve": (f"experiments/learning_curve.py {shlex.quote(str(newest))} --name gpu_recipe --out "
+                         f"{shlex.quote(str(out))}", 90),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
 

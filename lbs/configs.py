@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import json
 import textwrap
 import types
 import typing
@@ -72,7 +73,29 @@ def flag_names(name: str) -> list[str]:
     return [f"--{name}"] + ([f"--{dashed}"] if dashed != name else [])
 
 
+def _items_of(t: Any) -> type | None:
+    """The dataclass of a `tuple[Item, ...]` field (a list of configs, e.g. a recipe's phases), else None."""
+    args = typing.get_args(t)
+    if typing.get_origin(t) is tuple and args and dataclasses.is_dataclass(args[0]):
+        return args[0]
+    return None
+
+
 def _parser_for(t: Any):
+    item = _items_of(t)
+    if item is not None:  # a JSON list of the items' fields
+
+        def parse_items(s: str) -> tuple:
+            try:
+                rows = json.loads(s)
+                if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                    raise ValueError("not a list of objects")
+                return tuple(from_dict(item, r) for r in rows)
+            except (ValueError, TypeError) as e:  # (json's error is a ValueError)
+                raise argparse.ArgumentTypeError(f"expected a JSON list of {item.__name__} fields: {e}") \
+                    from None
+
+        return parse_items
     origin = typing.get_origin(t)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(t) if a is not type(None)]
@@ -101,12 +124,19 @@ def add_dataclass_args(ap: argparse.ArgumentParser, cls: type, defaults: Any = N
     for name, t, doc in _leaf_fields(cls):
         if name in skip:
             continue
-        shown = f" [{_get(defaults, name)!r}]" if defaults is not None else ""
+        shown = f" [{_shown(_get(defaults, name))}]" if defaults is not None else ""
         alone = {"nargs": "?", "const": True} if t is bool else {}
         group.add_argument(
             *flag_names(name), dest=name, type=_parser_for(t), default=None, **alone,
             metavar=getattr(t, "__name__", "VALUE"), help=(doc + shown).replace("%", "%%") or None,
         )
+
+
+def _shown(value: Any) -> str:
+    """A default as --help shows it: a tuple of configs as the JSON its flag takes."""
+    if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+        return json.dumps([dataclasses.asdict(v) for v in value])
+    return repr(value)
 
 
 def apply_overrides(cfg: Any, args: argparse.Namespace) -> Any:
@@ -142,6 +172,11 @@ def from_dict(cls: type, d: dict) -> Any:
         raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
     for f in dataclasses.fields(cls):
         if f.name in d:
-            t = hints[f.name]
-            kwargs[f.name] = from_dict(t, d[f.name]) if dataclasses.is_dataclass(t) else d[f.name]
+            t, v = hints[f.name], d[f.name]
+            item = _items_of(t)
+            if dataclasses.is_dataclass(t):
+                v = from_dict(t, v)
+            elif item is not None:
+                v = tuple(r if isinstance(r, item) else from_dict(item, r) for r in v)
+            kwargs[f.name] = v
     return cls(**kwargs)

@@ -1,11 +1,19 @@
-"""Train a Hanabi blueprint with R2D2 + VDN self-play.
+"""Train a Hanabi blueprint: a recipe of phases (imitation of a rule bot, TD action values, R2D2 improvement).
 
-python train/blueprint.py --preset tiny                  # minutes on a laptop CPU
-python train/blueprint.py --preset paper --device auto   # the reference settings
+python train/blueprint.py --preset recipe --threads 1    # the shipped blueprint (3 hours of one CPU core)
+python train/blueprint.py --preset recipe-small          # the same recipe on a small game, minutes
+python train/blueprint.py --preset tiny                  # R2D2 alone, a minute on a laptop CPU
+python train/blueprint.py --preset paper --device auto   # the reference settings (R2D2)
 python train/blueprint.py --resume runs/blueprint/tiny-20261122-120000/latest.pt
-python train/blueprint.py --preset tiny --net.hidden 128 --game.colors 3 --total_updates 5000
+python train/blueprint.py --preset tiny --net.hidden 128 --game.colors 3 --total_updates 500
+python train/blueprint.py --preset tiny --phases '[{"kind": "improve", "updates": 5000}]'
 python train/blueprint.py --preset paper --device cuda --devices 4   # data-parallel over 4 GPUs (DDP)
-python train/blueprint.py --preset demo --init runs/imitation.pt    # start from another blueprint's weights
+python train/blueprint.py --preset small --init runs/other/best.pt  # start from another blueprint's weights
+
+A preset declares its recipe (TrainConfig.phases, each with its length in updates); --help shows it as the
+JSON that --phases takes. --total_updates stops a run early (a resume goes on from there). With --resume,
+--preset NAME takes that preset's phases for the rest of the run (a phase already begun must be the same);
+its other settings stay the run's.
 
 Every run gets its own folder (runs/blueprint/<preset>-<date>-<time>, printed at start) unless
 --out_dir names one; a folder that holds a run is never written into unless --resume continues it
@@ -26,7 +34,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lbs import ckpt
+import torch
+
+from lbs import ckpt, cli
 from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
@@ -36,10 +46,12 @@ from lbs.runs import Stopped, default_out_dir, say
 
 def parser(preset: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="starting config [tiny]")
+    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                    help="starting config [tiny]; with --resume, the recipe (phases) to continue with")
     ap.add_argument("--resume", default=None,
                     help="latest.pt of a run to continue (its config is used, then any overrides)")
     ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
                     help="no progress bar (also --no-progress)")
     shown = PRESETS.get(preset, PRESETS["tiny"])
@@ -52,13 +64,17 @@ def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
     """The run's config: the preset's, or the resumed checkpoint's, then the flags."""
     if args.resume:
         cfg = from_dict(TrainConfig, ckpt.load(args.resume, KIND)["config"])
+        if args.preset is not None:  # that preset's recipe goes on (read_resume checks the phases begun)
+            cfg = replace(cfg, phases=apply_preset(args.preset).phases)
+            say(f"--preset {args.preset}: the run continues with that preset's phases; its other settings "
+                "are the run's")
         if args.out_dir is None:  # continue next to the file given, wherever the run was first written
             args.out_dir = str(Path(args.resume).parent)
     else:
-        cfg = apply_preset(args.preset)
+        cfg = apply_preset(args.preset or "tiny")
     cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
     if args.out_dir is None:
-        cfg = replace(cfg, out_dir=default_out_dir("blueprint", args.preset))
+        cfg = replace(cfg, out_dir=default_out_dir("blueprint", args.preset or "tiny"))
     return cfg, args.resume
 
 
@@ -67,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     pre.add_argument("--preset", default="tiny")
     args = parser(pre.parse_known_args(argv)[0].preset).parse_args(argv)
     try:  # everything up to the first update is user input: errors are one line
+        if cli.threads(args.threads):
+            torch.set_num_threads(args.threads)
         cfg, resume = build(args)
         device = resolve_device(cfg.device)
         if device.type == "cpu" and args.preset == "paper" and not resume:
@@ -77,7 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"blueprint: {e}")
     try:
-        result = trainer.run(tags=[f"preset:{args.preset}"] if not resume else [])
+        command = " ".join(["python", "train/blueprint.py", *(sys.argv[1:] if argv is None else argv)])
+        result = trainer.run(tags=[f"preset:{args.preset or 'tiny'}"] if not resume else [], command=command)
     except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
         sys.exit(f"blueprint: {e}")
     except Stopped as e:  # the other ranks exit 0: Lightning's launcher ends the run when one exits non-zero

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..configs import check, is_int
 from ..hanabi.config import MAX_PLAYERS, MIN_PLAYERS
 from ..models.belief import BeliefConfig
-from ..models.io import DEVICE_NAMES, is_device_name
+from ..models.io import DEVICE_NAMES, RULE_BOTS, is_device_name
 from ..runs import PRECISIONS, WANDB_MODES
 from ..seeding import MAX_SEED
 
@@ -53,6 +53,10 @@ class BeliefTrainConfig:
     """a belief checkpoint whose weights start a new run: fine-tuning the belief of a related blueprint
     (checkpoints/belief_smartbot_2p.pt for a network that copies SmartBot) instead of learning from
     nothing. Same game; the run takes the file's model config ('': fresh weights; unused on resume)"""
+    conventions: str = "auto"
+    """the rule bot whose conventions the blueprint learnt, written into every checkpoint (LBS can then draw
+    within that bot's public card knowledge): auto, the demonstrator of the blueprint's imitation phases
+    when its recipe had one; "" none; or a rule bot's name"""
     seed: int = 0
     """run seed: the producer's deals and exploration"""
     device: str = "auto"
@@ -114,6 +118,8 @@ class BeliefTrainConfig:
         for name in ("seed", "eval_seed"):
             check(self, name, is_int(getattr(self, name)) and 0 <= getattr(self, name) <= MAX_SEED,
                   f"an int in 0..{MAX_SEED}")
+        check(self, "conventions", self.conventions in ("auto", "", *RULE_BOTS),
+              f"auto, '' or a rule bot ({', '.join(RULE_BOTS)})")
         check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
         check(self, "device", is_device_name(self.device), DEVICE_NAMES)
         if self.wandb_mode not in WANDB_MODES:
@@ -137,6 +143,24 @@ PRESETS: dict[str, BeliefTrainConfig] = {
         log_every=25,
         eval_games=500,
         val_every=500,
+    ),
+    # The shipped belief (checkpoints/belief_2p.pt) for the recipe blueprint, on one CPU core: a mid-sized
+    # model with the counting prior, warm-started from SmartBot's belief (--init), fed by a replay the
+    # blueprint's games refill at a quarter of the rate they are sampled.
+    "recipe": BeliefTrainConfig(
+        model=BeliefConfig(hidden=128, mlp_layers=2, lstm_layers=2, decoder_layers=1, card_embed=32,
+                           count_prior=True),
+        games_per_round=64,
+        max_len=0,
+        replay_capacity=32768,
+        min_replay=2048,
+        batch_size=64,
+        data_ratio=0.25,
+        total_steps=10000,
+        checkpoint_every=500,
+        val_every=1000,
+        val_games=1000,
+        eval_games=1000,
     ),
 }
 

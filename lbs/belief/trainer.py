@@ -75,6 +75,7 @@ class BeliefModule(pl.LightningModule):
         super().__init__()
         self.cfg, self.game, self.data = cfg, game, data
         self.blueprint = dict(blueprint or {})
+        self.conventions = ""  # the rule bot whose conventions the blueprint learnt (BeliefTrainer sets it)
         self.model = BeliefModel(game, cfg.model)
         self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
         self.life: Lifecycle | None = None  # the run's folder: best.pt is read on resume (it can be newer)
@@ -109,6 +110,7 @@ class BeliefModule(pl.LightningModule):
         checkpoint["config"] = to_dict(self.cfg)
         checkpoint["game"] = self.game.to_dict()
         checkpoint["blueprint"] = dict(self.blueprint)
+        checkpoint["conventions"] = self.conventions
         checkpoint["step"] = self.global_step
         checkpoint["data"] = {"rounds": self.data.rounds if self.data is not None else 0}
         checkpoint["validation"] = {"best_nll": self.best_val, "best_step": self.best_step}
@@ -226,6 +228,17 @@ class BeliefRunResult:
         return f"step {self.step}: {train}{held}"
 
 
+def conventions_of(setting: str, blueprint: str | Path) -> str:
+    """The conventions a belief names (BeliefTrainConfig.conventions): "auto" reads the blueprint's own recipe
+    (the demonstrator of its imitation phases; none for a rule bot, whose knowledge search already has)."""
+    if setting != "auto":
+        return setting
+    if is_rule_bot(blueprint):
+        return ""
+    phases = ckpt.load(blueprint, BLUEPRINT_KIND, map_location="cpu")["config"].get("phases", ())
+    return next((p["demonstrator"] for p in phases if p.get("kind") == "imitate"), "")
+
+
 class BeliefTrainer:
     """One belief run for one blueprint checkpoint: data producer, Lightning trainer, checkpoints, logs."""
 
@@ -258,6 +271,7 @@ class BeliefTrainer:
                                                                              self.out.resolve())
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
         self.module.life = self.life
+        self.module.conventions = conventions_of(cfg.conventions, blueprint)
         self._io = BeliefCheckpointIO(self.game, sha)
         if self.resume is None and cfg.init:
             self._warm_start(Path(cfg.init))

@@ -72,14 +72,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-TRAINING_RECORDS = ("counters", "history", "settings", "progress", "points")
-"""What a blueprint file keeps of its training: R2D2's counters and evaluations (train/blueprint.py), or
-imitation's settings, progress and curve (experiments/imitation.py)."""
+TRAINING_RECORDS = ("counters", "history", "starts")
+"""What a blueprint file keeps of its training (train/blueprint.py): its counters, its evaluations (with each
+phase's value check) and how each start of the run was asked for."""
 
 
 def training_record(blob: dict) -> dict:
-    """A blueprint file's training record: its own fields, or, in a derived file (values refitted, weights
-    shipped), the record it carries under "trained", where neither trainer mistakes it for a run to resume."""
+    """A blueprint file's training record: its own fields, or, in a shipped file, the record it carries under
+    "trained", where the trainer does not mistake it for a run to resume."""
     return blob.get("trained") or {k: blob[k] for k in TRAINING_RECORDS if k in blob}
 
 

@@ -40,19 +40,38 @@ class RunRecord:
     """the W&B run this run logs to (a resume continues it)"""
     wall_seconds: float = 0.0
     """training time so far, resumed parts included"""
+    demo_games: int = 0
+    """demonstrator games the imitation phases have used (the next chunk starts there)"""
+    starts: list[dict] = field(default_factory=list)
+    """one row per start of the run (new or resumed): the command, the machine and the update it began at,
+    so a model card can say how its file was made"""
 
 
 def read_resume(life: Lifecycle, path: str | Path, cfg: TrainConfig) -> dict:
     """A checkpoint to continue, read to the CPU and checked before any other process starts: a weights-only
-    file, or a change of game or network, is refused."""
+    file, a change of game or network, or of a phase already begun, is refused (the phases still to come
+    may change: a recipe can be extended or retuned ahead of where the run is)."""
     blob = life.training_state(path, needs=("optimizer",))
-    life.refuse_changes(path, from_dict(TrainConfig, blob["config"]), cfg, ("game", "net"))
+    stored = from_dict(TrainConfig, blob["config"])
+    life.refuse_changes(path, stored, cfg, ("game", "net"))
+    done, start = blob["counters"]["updates"], 0
+    for i, (theirs, mine) in enumerate(zip(stored.phases, cfg.phases, strict=False)):
+        if start >= done:
+            break
+        if theirs != mine:
+            raise ckpt.CheckpointError(f"{path} is at update {done}, inside or past phase {i} ({theirs}); "
+                                       f"this run's phase {i} is {mine}: a phase begun cannot change on "
+                                       "resume")
+        start += theirs.updates
+    if start < done and len(cfg.phases) < len(stored.phases):
+        raise ckpt.CheckpointError(f"{path} is at update {done}, inside phase {len(cfg.phases)} of its "
+                                   f"recipe, which this run's recipe of {len(cfg.phases)} phases drops")
     return blob
 
 
 def read_init(path: str | Path, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], float]:
-    """The network weights a new run starts from (TrainConfig.init) and the CPU seconds that made them (an
-    imitation run's or a blueprint run's clock; 0 for a file that keeps none), read to the CPU and checked
+    """The network weights a new run starts from (TrainConfig.init) and the CPU seconds that made them (a
+    blueprint run's clock; 0 for a file that keeps none), read to the CPU and checked
     before any other process starts: a file of another game or network is refused in one line."""
     blob = ckpt.load(path, KIND, map_location="cpu")
     try:
@@ -61,7 +80,7 @@ def read_init(path: str | Path, cfg: TrainConfig) -> tuple[dict[str, torch.Tenso
         weights = blob["model"]
         rec = training_record(blob)
         history = rec.get("history") or [{}]
-        cpu = float(rec.get("progress", {}).get("cpu_seconds", history[-1].get("cpu_seconds", 0.0)))
+        cpu = float(history[-1].get("cpu_seconds", 0.0))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ckpt.CheckpointError(f"init {path}: not a loadable blueprint ({type(e).__name__}: {e})") from e
     for name, theirs in stored.items():
@@ -81,7 +100,7 @@ class RunIO:
 
     def counters(self) -> dict:
         return {"updates": self.learner.updates, **self.selfplay.counters(),
-                "wall_seconds": self.record.wall_seconds}
+                "demo_games": self.record.demo_games, "wall_seconds": self.record.wall_seconds}
 
     def payload(self) -> dict:
         rec = self.record
@@ -93,6 +112,7 @@ class RunIO:
             "counters": self.counters(),
             "best": rec.best,
             "history": rec.history,
+            "starts": rec.starts,
             "wandb_id": rec.wandb_id,
         }
 
@@ -113,5 +133,7 @@ class RunIO:
         self.selfplay.load_counters(counters)
         rec = self.record
         rec.wall_seconds = counters.get("wall_seconds", 0.0)
+        rec.demo_games = counters.get("demo_games", 0)
         rec.history, rec.wandb_id = list(blob["history"]), blob.get("wandb_id")
+        rec.starts = list(blob.get("starts", []))
         rec.best = self.life.best_so_far(blob["best"], operator.itemgetter("best"), operator.gt)

@@ -1,10 +1,10 @@
-"""Learning from demonstrations (DQfD, Hester et al. 2018; R2D3, Paine et al. 2019): a demonstrator's games
-recorded in the self-play replay's format, held in a replay of their own, mixed into each learner batch.
+"""A demonstrator's games, recorded in the self-play replay's format, and how close a network's moves are
+to its.
 
 The demonstrator is a rule bot with the networks' step interface (SmartBot): its games are played by the
 same lockstep rollout the actors use (lbs.acting.play through run_round), so a demonstration episode is
-field for field what a self-play episode is, its `action` being the bot's moves. The margin loss that
-keeps the demonstrator's move best is lbs.rl.r2d2.large_margin_loss.
+field for field what a self-play episode is, its `action` being the bot's moves. The imitation phase of a
+blueprint recipe learns from them (lbs.rl.imitation).
 """
 
 from __future__ import annotations
@@ -19,30 +19,28 @@ from ..hanabi import GameConfig
 from ..models import load_blueprint
 from ..seeding import Stream, game_seeds
 from .actors import run_round
-from .config import TrainConfig, replay_spec
+from .config import TrainConfig
 from .r2d2 import players_as_rows
-from .replay import PrioritizedReplay
 
 Episodes = dict[str, torch.Tensor]
-DEMONSTRATOR = "smartbot"
-"""The rule bot whose games are the demonstrations (lbs.models.RULE_BOTS)."""
 CHUNK = 1024
 """demonstration games recorded per lockstep batch (bounds the recording buffers' memory)"""
 
 
 def record_demos(cfg: TrainConfig, games: int, device: torch.device, start: int = 0,
-                 stream: Stream = Stream.DEMO, learner: torch.nn.Module | None = None) -> Episodes:
-    """`games` greedy games of the demonstrator (games start.. of `stream` under the run seed, episode 0),
+                 stream: Stream = Stream.DEMO, learner: torch.nn.Module | None = None,
+                 bot: str = "smartbot") -> Episodes:
+    """`games` greedy games of the rule bot `bot` (games start.. of `stream` under the run seed, episode 0),
     recorded as replay episodes [games, T, ...] in the replay's storage dtypes.
 
     With a `learner` network, the learner makes every move (greedy) and the demonstrator only says what it
     would have played (DAgger, Ross et al. 2011): the episodes are the states the learner's own games
     reach, each `action` the demonstrator's move there, `reward` and `terminal` the learner's game's."""
-    _, bot = load_blueprint(DEMONSTRATOR, device, cfg.game)
+    _, demonstrator = load_blueprint(bot, device, cfg.game)
     actor = replace(cfg.actor, cuda_graphs=False)  # a rule bot's step has data-dependent indexing
-    q_fn, init, override = bot.step, bot.initial_state, None
+    q_fn, init, override = demonstrator.step, demonstrator.initial_state, None
     if learner is not None:
-        q_fn, init, override = _labelled(cfg.game, bot, learner)
+        q_fn, init, override = _labelled(cfg.game, demonstrator, learner)
     parts: list[Episodes] = []
     for first in range(start, start + games, CHUNK):  # chunks of games, each one lockstep batch
         n = min(CHUNK, start + games - first)
@@ -72,66 +70,6 @@ def _labelled(game: GameConfig, bot, net: torch.nn.Module):
         return env_moves(game, state, hid[2].reshape(state.batch_size, game.players))
 
     return step, initial_state, network_moves
-
-
-def demo_replay(cfg: TrainConfig, device: torch.device, seed: int,
-                priorities: Callable[[Episodes], torch.Tensor]) -> PrioritizedReplay:
-    """The demonstration replay: cfg.demo_games demonstrator games, first priorities from the learner's TD
-    errors (as self-play rounds get theirs). Rebuilt the same on a resume (fixed deals, greedy bot)."""
-    replay = PrioritizedReplay(cfg.demo_games, replay_spec(cfg), device=device, alpha=cfg.alpha,
-                               beta=cfg.beta, seed=seed)
-    for first in range(0, cfg.demo_games, CHUNK):
-        eps = record_demos(cfg, min(CHUNK, cfg.demo_games - first), device, start=first)
-        replay.add(eps, priorities(eps))
-    return replay
-
-
-def demo_count(cfg: TrainConfig, updates: int) -> int:
-    """Demonstration sequences in the batch of update number `updates` (counted from 0): all of the batch
-    during the warm start, then round(demo_ratio * batch_size); 0 without demonstrations."""
-    if cfg.demo_games == 0:
-        return 0
-    if updates < cfg.warm_start_updates:
-        return cfg.batch_size
-    return round(cfg.demo_ratio * cfg.batch_size)
-
-
-def demo_sequences(cfg: TrainConfig, updates: int) -> int:
-    """Demonstration sequences drawn by the first `updates` updates (the sum of demo_count): where a resumed
-    run's demonstration replay continues its draws."""
-    if cfg.demo_games == 0:
-        return 0
-    warm = min(updates, cfg.warm_start_updates)
-    return warm * cfg.batch_size + (updates - warm) * round(cfg.demo_ratio * cfg.batch_size)
-
-
-def mixed_sample(selfplay: PrioritizedReplay, demos: PrioritizedReplay | None, batch_size: int, n_demo: int
-                 ) -> tuple[Episodes, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A batch of batch_size - n_demo self-play and n_demo demonstration sequences (demonstrations last):
-    (batch, indices [B] in their own replay, IS weights [B], is_demo [B] bool). Each part's IS weights are
-    its own replay's (each normalised by its own maximum, so neither part is scaled by the other's)."""
-    parts = []
-    if batch_size - n_demo > 0:
-        parts.append((*selfplay.sample(batch_size - n_demo), False))
-    if n_demo > 0:
-        if demos is None:
-            raise ValueError("mixed_sample: demonstration sequences asked for, but there is no demo replay")
-        parts.append((*demos.sample(n_demo), True))
-    is_demo = [torch.full((p[1].shape[0],), p[3], dtype=torch.bool, device=p[1].device) for p in parts]
-    if len(parts) == 1:
-        return parts[0][0], parts[0][1], parts[0][2], is_demo[0]
-    batch = {k: torch.cat([p[0][k] for p in parts]) for k in parts[0][0]}
-    return batch, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts]), torch.cat(is_demo)
-
-
-def update_mixed_priorities(selfplay: PrioritizedReplay, demos: PrioritizedReplay | None, idx: torch.Tensor,
-                            prio: torch.Tensor, n_demo: int) -> None:
-    """New priorities of a mixed batch, each part into its own replay (demonstrations are the last n_demo)."""
-    k = idx.shape[0] - n_demo
-    if k > 0:
-        selfplay.update_priorities(idx[:k], prio[:k])
-    if n_demo > 0 and demos is not None:
-        demos.update_priorities(idx[k:], prio[k:])
 
 
 @torch.no_grad()

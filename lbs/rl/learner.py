@@ -1,7 +1,10 @@
-"""The R2D2 + VDN learner on Lightning Fabric: the online and target networks, Adam, and one update at a time.
+"""The blueprint learner on Lightning Fabric: the online and target networks, the anchor, Adam, one update at
+a time, of whichever loss the recipe's phase asks for (imitation, or TD with R2D2's maths).
 
-With `devices` > 1 Fabric's DDP wrapper averages the gradients, so every rank holds the same weights; the
-learner's `agree` is the one collective besides the gradients (the loop's stop agreement).
+The anchor is a frozen copy of the network as a TD phase began: its greedy moves are the policy a values
+phase evaluates and the moves the large-margin term holds best. With `devices` > 1 Fabric's DDP wrapper
+averages the gradients, so every rank holds the same weights; the learner's `agree` is the one collective
+besides the gradients (the loop's stop agreement).
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import logging
 
 import torch
 
+from ..acting import greedy
 from ..hanabi.encode import public_features
 from ..models.qnet import make_qnet
 from ..shards import process_rank
-from .config import TrainConfig
-from .demos import demo_count, mixed_sample, update_mixed_priorities
-from .r2d2 import r2d2_loss
+from .config import Phase, TrainConfig
+from .demos import Episodes
+from .imitation import imitation_loss
+from .r2d2 import players_as_rows, r2d2_loss, rows_as_players
 from .replay import PrioritizedReplay
 
 
@@ -47,19 +52,48 @@ class Learner:
         if cfg.net.aux_head:  # route the aux forward through Fabric's wrapper (autocast, DDP)
             self.net.mark_forward_method("forward_aux")
         self.updates = 0
+        self.anchor: torch.nn.Module | None = None
+        self.set_phase(cfg.phases[0])
 
     @property
     def module(self) -> torch.nn.Module:
         """The plain network (Fabric's wrapper removed): its weights are the ones saved and served."""
         return self.net.module if hasattr(self.net, "module") else self.net
 
-    def loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor, demo: torch.Tensor | None = None):
-        """r2d2_loss of a batch with importance weights `w` (and the large-margin loss on the sequences
-        `demo` [B] marks): (loss, new priorities, stats)."""
-        cfg = self.cfg
+    def set_phase(self, phase: Phase, progress: float = 0.0) -> None:
+        """The phase the next updates belong to, `progress` of the way through it: its rate and its anchor
+        weight (which decays to 0 over an improve phase)."""
+        self.phase = phase
+        self.anchor_weight = phase.anchor_weight * (1.0 - progress if phase.kind == "improve" else 1.0)
+        for group in self.opt.param_groups:
+            group["lr"] = self.cfg.phase_lr(phase)
+
+    def hold(self) -> None:
+        """The network as it is now becomes the anchor (a TD phase begins)."""
+        if self.anchor is None:
+            self.anchor = copy.deepcopy(self.module).requires_grad_(False).eval()
+        else:
+            self.anchor.load_state_dict(self.module.state_dict())
+
+    def anchor_moves(self, batch: Episodes) -> torch.Tensor:
+        """The anchor's greedy moves [B, T, P] on every seat's sequence of a batch."""
+        legal = batch["legal"]
+        priv = players_as_rows(batch["priv"])
+        with torch.no_grad():
+            q = self.anchor(priv, self.public(priv), players_as_rows(legal),
+                            self.anchor.initial_state(priv.shape[0], priv.device))[0]
+        return rows_as_players(greedy(q, players_as_rows(legal)), legal.shape[0])
+
+    def loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor):
+        """The TD loss of a batch with importance weights `w` in the current phase (policy evaluation of the
+        anchor in a values phase, double-Q otherwise; the anchor's moves held by the margin term):
+        (loss, new priorities, stats)."""
+        cfg, phase = self.cfg, self.phase
+        held = self.anchor_moves(batch) if self.anchor is not None and phase.kind != "imitate" else None
         return r2d2_loss(
             self.net, self.target, batch, w, cfg.gamma, cfg.n_step, eta=cfg.eta, public_fn=self.public,
-            demo=demo, margin=cfg.margin, margin_weight=cfg.margin_weight,
+            evaluate=held if phase.kind == "values" else None, anchor=held, margin=phase.anchor_margin,
+            anchor_weight=self.anchor_weight,
         )
 
     def public(self, priv: torch.Tensor) -> torch.Tensor:
@@ -72,24 +106,30 @@ class Learner:
             batch = dict(episodes, priv=episodes["priv"].float())
             return self.loss(batch, w)[1]
 
-    def update(self, replay: PrioritizedReplay, demos: PrioritizedReplay | None = None
-               ) -> dict[str, torch.Tensor]:
-        """One update on a batch drawn from replay, and from the demonstration replay `demos` when given
-        (lbs.rl.demos.demo_count says how many; their priorities refreshed in their own replay); the target
-        network is copied every target_sync updates. Stats are 0-d tensors: read them only when logging."""
-        cfg = self.cfg
-        n_demo = demo_count(cfg, self.updates) if demos is not None else 0
-        batch, idx, w, is_demo = mixed_sample(replay, demos, cfg.batch_size, n_demo)
-        loss, prio, stats = self.loss(batch, w, is_demo if demos is not None else None)
+    def step(self, loss: torch.Tensor) -> None:
+        """One optimizer step on `loss`; the target network is copied every target_sync updates."""
         self.opt.zero_grad(set_to_none=True)
         self.fabric.backward(loss)
-        self.fabric.clip_gradients(self.net, self.opt, max_norm=cfg.grad_clip)
+        self.fabric.clip_gradients(self.net, self.opt, max_norm=self.cfg.grad_clip)
         self.opt.step()
-        update_mixed_priorities(replay, demos, idx, prio.detach(), n_demo)
         self.updates += 1
-        if self.updates % cfg.target_sync == 0:
+        if self.updates % self.cfg.target_sync == 0:
             self.target.load_state_dict(self.module.state_dict())
+
+    def update(self, replay: PrioritizedReplay) -> dict[str, torch.Tensor]:
+        """One TD update on a batch drawn from replay (its priorities refreshed). Stats are 0-d tensors:
+        read them only when logging."""
+        batch, idx, w = replay.sample(self.cfg.batch_size)
+        loss, prio, stats = self.loss(batch, w)
+        self.step(loss)
+        replay.update_priorities(idx, prio.detach())
         return {"loss": loss.detach(), **stats}
+
+    def imitate(self, batch: Episodes) -> dict[str, torch.Tensor]:
+        """One imitation update on a batch of demonstrator games."""
+        loss = imitation_loss(self.net, batch, self.cfg.game, self.phase.bomb_weight)
+        self.step(loss)
+        return {"loss": loss.detach()}
 
     def agree(self, flags: list[int]) -> list[int]:
         """The largest of each flag over the ranks (one all-reduce); one process: the flags as they are."""
@@ -98,8 +138,9 @@ class Learner:
         return self.fabric.all_reduce(torch.tensor(flags, device=self.device), reduce_op="max").tolist()
 
     def state_dict(self) -> dict:
+        anchor = {"anchor": self.anchor.state_dict()} if self.anchor is not None else {}
         return {"model": self.module.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.opt.state_dict()}
+                "optimizer": self.opt.state_dict(), **anchor}
 
     def start_from(self, weights: dict[str, torch.Tensor]) -> None:
         """A new run's first weights (TrainConfig.init): the online and the target network both."""
@@ -107,10 +148,13 @@ class Learner:
         self.target.load_state_dict(weights)
 
     def load_state_dict(self, state: dict) -> None:
-        """Weights, target and Adam state of a resumed run; this config's lr and eps take effect (the
-        restored optimizer state would silently keep the old values)."""
+        """Weights, target, anchor and Adam state of a resumed run; this config's rate and eps take effect
+        (the restored optimizer state would silently keep the old values; the loop sets the phase's rate)."""
         self.module.load_state_dict(state["model"])
         self.target.load_state_dict(state["target"])
+        if "anchor" in state:
+            self.anchor = copy.deepcopy(self.module).requires_grad_(False).eval()
+            self.anchor.load_state_dict(state["anchor"])
         self.opt.load_state_dict(state["optimizer"])
         for group in self.opt.param_groups:
-            group["lr"], group["eps"] = self.cfg.lr, self.cfg.adam_eps
+            group["lr"], group["eps"] = self.cfg.phase_lr(self.phase), self.cfg.adam_eps

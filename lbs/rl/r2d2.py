@@ -60,24 +60,34 @@ def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, legal: to
 
 
 def n_step_targets(rewards: torch.Tensor, mask: torch.Tensor, bootstrap: torch.Tensor, gamma: float,
-                   n: int) -> torch.Tensor:
-    """target_t = sum_{k<n} gamma^k r_{t+k} + gamma^n bootstrap_{t+n}, truncated at the episode end.
+                   n: int, cut: torch.Tensor | None = None) -> torch.Tensor:
+    """target_t = sum_{k<m} gamma^k r_{t+k} + gamma^m bootstrap_{t+m}, m = n, truncated at the episode end.
 
     rewards, bootstrap [B, T] float, mask [B, T] bool (valid steps, a prefix of each row) -> [B, T].
-    Rewards past the last valid step count as 0 and bootstrap_{t+n} is used only when step t+n is
+    Rewards past the last valid step count as 0 and bootstrap_{t+m} is used only when step t+m is
     valid: the episode ended before it otherwise (R2D2 on full episodes). Invalid t give 0.
+    cut [B, T] bool: steps where the behaviour left the policy being evaluated; a return stops before the
+    first such step after t (m is then that step's distance) and bootstraps there, so the target is the
+    evaluated policy's value of (s_t, a_t) whatever the behaviour did later (Watkins' cut, off-policy
+    evaluation without importance weights).
     """
     if n < 1:
         raise ValueError(f"n_step_targets: n must be >= 1, got {n}")
     T = rewards.shape[1]
     m = mask.to(rewards.dtype)
     r = F.pad(rewards * m, (0, n))  # [B, T + n], zeros past the end
+    valid = F.pad(m, (0, n))  # [B, T + n]: is step t+k inside the episode?
+    boot = F.pad(bootstrap, (0, n))
+    go = F.pad(cut.to(rewards.dtype), (0, n)) if cut is not None else torch.zeros_like(valid)
     target = torch.zeros_like(rewards)
+    alive = torch.ones_like(rewards)  # no cut yet among steps t+1 .. t+k
     for k in range(n):
-        target = target + gamma**k * r[:, k : k + T]
-    valid_next = F.pad(m, (0, n))[:, n : n + T]  # [B, T]: is step t+n inside the episode?
-    boot = F.pad(bootstrap, (0, n))[:, n : n + T]
-    target = target + gamma**n * torch.where(valid_next > 0, boot, torch.zeros_like(boot))
+        target = target + gamma**k * alive * r[:, k : k + T]
+        nxt = k + 1
+        stop = go[:, nxt : nxt + T] if nxt < n else torch.ones_like(rewards)  # bootstrap at t+k+1?
+        here = alive * stop * valid[:, nxt : nxt + T]
+        target = target + gamma**nxt * here * boot[:, nxt : nxt + T]
+        alive = alive * (1 - stop)
     return target * m
 
 
@@ -104,23 +114,23 @@ def masked_huber_loss(td: torch.Tensor, mask: torch.Tensor, weights: torch.Tenso
 
 
 def large_margin_loss(q: torch.Tensor, action: torch.Tensor, legal: torch.Tensor, mask: torch.Tensor,
-                      demo: torch.Tensor, margin: float) -> torch.Tensor:
-    """DQfD's supervised loss on demonstration steps: max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), with
-    l(a_E, a) = margin for a != a_E and 0 for a = a_E, the max over legal actions. It is 0 exactly when the
-    demonstrator's move a_E beats every other legal move by at least `margin`, so it keeps that move best
+                      margin: float, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """DQfD's supervised loss: max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), with l(a_E, a) = margin for a != a_E
+    and 0 for a = a_E, the max over legal actions. It is 0 exactly when the held move a_E (a demonstrator's,
+    or an anchor policy's) beats every other legal move by at least `margin`, so it keeps that move best
     while leaving the scale of Q to the TD loss.
 
-    q [B, T, P, A], action [B, T, P] (the demonstrator's, the no-op for seats not to move: their only legal
-    action, so their term is 0), legal [B, T, P, A] bool, mask [B, T] bool, demo [B] bool (which sequences
-    are demonstrations). Scalar: summed over seats and valid steps per sequence (as the TD loss is), mean
-    over the batch (self-play rows count as 0).
+    q [B, T, P, A], action [B, T, P] (the held moves, the no-op for seats not to move: their only legal
+    action, so their term is 0), legal [B, T, P, A] bool, mask [B, T] bool, rows [B] bool (the sequences
+    it applies to; None: all). Scalar: summed over seats and valid steps per sequence (as the TD loss is),
+    mean over the batch (rows left out count as 0).
     """
     low = torch.finfo(q.dtype).min
     a_e = action.long().unsqueeze(-1)  # [B, T, P, 1]
     ell = torch.full_like(q, margin).scatter(-1, a_e, 0.0)  # [B, T, P, A]
     best = (q + ell).masked_fill(~legal, low).amax(-1)  # [B, T, P]
     per_step = (best - q.gather(-1, a_e).squeeze(-1)).sum(-1)  # [B, T]
-    keep = mask.bool() & demo.bool()[:, None]  # [B, T]
+    keep = mask.bool() if rows is None else mask.bool() & rows.bool()[:, None]  # [B, T]
     return torch.where(keep, per_step, torch.zeros_like(per_step)).sum(1).mean()
 
 
@@ -171,7 +181,8 @@ def _run(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
 def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor], weights: torch.Tensor,
               gamma: float = 0.999, n: int = 3, eta: float = 0.9, huber_delta: float = 1.0,
               aux_weight: float = 0.25, public_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
-              demo: torch.Tensor | None = None, margin: float = 0.8, margin_weight: float = 1.0,
+              evaluate: torch.Tensor | None = None, anchor: torch.Tensor | None = None,
+              margin: float = 0.1, anchor_weight: float = 0.0,
               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """One R2D2 + VDN learner step's maths: (loss scalar, priorities [B], stats of 0-d tensors).
 
@@ -183,8 +194,10 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
     (cross-entropy over valid steps and real cards, classes as lbs.rl.actors.aux_targets, -1 = no card)
     is added with aux_weight; it then requires batch["aux_target"].
     Under DDP, register forward_aux with fabric.mark_forward_method so it goes through the wrapper.
-    demo [B] bool marks demonstration sequences (lbs.rl.demos): their steps add margin_weight times
-    large_margin_loss (margin `margin`) to the loss, beside the TD loss every sequence has.
+    evaluate [B, T, P] long: the moves of a fixed policy whose action values are learnt (policy evaluation):
+    the bootstrap is the target network's Q of its moves, not of the online argmax, and each return stops
+    where the behaviour's move differs from it (n_step_targets' cut). anchor [B, T, P] long: moves held
+    best by anchor_weight times large_margin_loss (margin `margin`), beside the TD loss.
     """
     priv, legal, action = batch["priv"], batch["legal"], batch["action"]
     reward, mask = batch["reward"], batch["mask"]
@@ -211,8 +224,12 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
         target_q = rows_as_players(_run(target_net, *rows)[0], B).float()  # [B, T, P, A]
 
     q_taken = vdn_sum(gather_actions(online_q, action))  # [B, T]
-    bootstrap = double_q_bootstrap(online_q.detach(), target_q, legal)  # [B, T]
-    targets = n_step_targets(reward.to(q_taken.dtype), mask, bootstrap, gamma, n)  # [B, T]
+    if evaluate is None:
+        bootstrap, cut = double_q_bootstrap(online_q.detach(), target_q, legal), None  # [B, T]
+    else:
+        bootstrap = vdn_sum(gather_actions(target_q, evaluate))
+        cut = (action != evaluate).any(-1)  # the mover left the evaluated policy
+    targets = n_step_targets(reward.to(q_taken.dtype), mask, bootstrap, gamma, n, cut)  # [B, T]
     td = td_errors(q_taken, targets, mask)  # [B, T]
     loss = masked_huber_loss(td, mask, weights, huber_delta)
     priorities = sequence_priorities(td, mask, eta)  # [B]
@@ -234,9 +251,11 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
         aux_loss = ce / (tgt >= 0).sum().clamp_min(1)
         loss = loss + aux_weight * aux_loss
         stats["aux_loss"] = aux_loss.detach()
-    if demo is not None and margin_weight > 0:
-        margin_loss = large_margin_loss(online_q, action, legal, mask, demo, margin)
-        loss = loss + margin_weight * margin_loss
+    if anchor is not None and anchor_weight > 0:
+        margin_loss = large_margin_loss(online_q, anchor, legal, mask, margin)
+        loss = loss + anchor_weight * margin_loss
         stats["margin_loss"] = margin_loss.detach()
+        stats["explored"] = (((action != evaluate).any(-1) & mask).sum() / steps if evaluate is not None
+                             else torch.zeros((), device=mask.device))
     stats["loss"] = loss.detach()
     return loss, priorities, stats

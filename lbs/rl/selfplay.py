@@ -52,6 +52,10 @@ class SelfPlay:
         self.seconds = 0.0
         self.thread: ActorThread | None = None
 
+    def explore(self, base: float) -> None:
+        """The Ape-X ladder of exploration rates, from `base` (a phase's own, or the actors')."""
+        self.eps_ladder = apex_epsilons(self.cfg.actor.num_games, base, self.cfg.actor.eps_alpha)
+
     def sync(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Serve the learner's current weights to the actors."""
         self.server.update_weights(state_dict)

@@ -1,11 +1,16 @@
-"""Blueprint training: R2D2 + VDN self-play on one device, learner on Lightning Fabric; this module is the
-schedule that drives the parts (learner.py, selfplay.py, checkpoints.py).
+"""Blueprint training: a recipe of phases on one device, learner on Lightning Fabric; this module is the
+schedule that drives the parts (learner.py, selfplay.py, imitation.py, checkpoints.py).
 
-Acting and learning interleave in one process: a round of self-play (N games, up to max_len steps)
-goes into prioritized replay, then `updates_per_round` learner updates run. The acting copy of the
-network lives in the InferenceServer and is refreshed every `actor_sync` updates. Every `eval_every`
-updates rank 0 evaluates greedily (a new best writes best.pt); latest.pt is written every
-`checkpoint_minutes` and when the run ends, however it ends.
+A recipe (TrainConfig.phases) runs its phases in order, each for its number of updates: imitation of a
+demonstrator on its fresh games (lbs.rl.imitation), then TD phases in which acting and learning interleave:
+a round of self-play (N games, up to max_len steps) goes into prioritized replay, then `updates_per_round`
+learner updates run. A values phase evaluates the anchor (the network as the phase began): the actors play
+it, epsilon-greedy, and the learner learns its action values with its moves held best; an improve phase is
+R2D2, the actors playing the learner's network (refreshed every `actor_sync` updates), the hold decaying.
+Every `eval_every` updates rank 0 evaluates greedily. best.pt keeps the best network that has values: in a
+recipe with TD phases, the network at the end of a values phase and at an improve phase's evaluations (so
+an improvement ships only if it scores higher); in a recipe of imitation alone, any. latest.pt is written
+every `checkpoint_minutes` and when the run ends, however it ends.
 
 With `devices` > 1 (Fabric's DDP strategy, Ape-X style) every rank runs this same loop with its own
 actors on its own deals and its own replay; Fabric's DDP wrapper averages the gradients, so every rank
@@ -25,21 +30,24 @@ import torch
 from .. import ckpt
 from ..configs import to_dict
 from ..graphs import Graphs
+from ..machine import machine
 from ..models.io import BLUEPRINT_KIND, resolve_device
 from ..runs import Lifecycle, Stopped, StopSignals, say, signal_name, stop_reason
 from ..scoring import EvalResult, evaluate
 from ..seeding import Stream, rank_seed
 from .checkpoints import RunIO, RunRecord, read_init, read_resume
-from .config import PRESETS, TrainConfig, apply_preset, replay_spec
-from .demos import demo_replay, demo_sequences
+from .config import PRESETS, Phase, TrainConfig, apply_preset, replay_spec
+from .demos import agreement, record_demos
+from .imitation import batch_order, fresh_games
 from .learner import Learner
 from .replay import PrioritizedReplay
 from .selfplay import SelfPlay
+from .values import value_check
 
-__all__ = ["PRESETS", "TrainConfig", "Trainer", "apply_preset"]
+__all__ = ["PRESETS", "Phase", "TrainConfig", "Trainer", "apply_preset"]
 
-DEMO_SAMPLING = 1 << 40
-"""Added to the replay seed for the demonstration replay's draws (disjoint from the self-play replay's)."""
+HELD_OUT = 256
+"""Demonstrator games (evaluation deals) on which an imitation phase's agreement is measured."""
 
 
 class Trainer:
@@ -73,11 +81,8 @@ class Trainer:
         self.io = RunIO(self.life, cfg, self.learner, self.selfplay, self.replay, self.record)
         if blob is not None:
             self.io.restore(blob)
-        self.demos = None  # the demonstration replay (learning from demonstrations), rebuilt on a resume
-        if cfg.demo_games:
-            self.demos = demo_replay(cfg, self.device, rank_seed(cfg.seed, self.rank) + DEMO_SAMPLING,
-                                     self.learner.priorities)
-            self.demos.num_sampled = demo_sequences(cfg, self.learner.updates)  # a resume draws on
+        self.phase = -1  # the phase the loop is in (entered at its first round)
+        self.held_out = None  # the demonstrator's held-out games, recorded at the first imitation evaluation
         history = self.record.history  # the CPU clock goes on from a resumed run's, or from the init file's
         self.cpu_base = history[-1].get("cpu_seconds", 0.0) if history else init_cpu
         self.selfplay.sync(self.learner.module.state_dict())
@@ -94,18 +99,81 @@ class Trainer:
 
     @property
     def finished(self) -> bool:
-        return self.learner.updates >= self.cfg.total_updates
+        return self.learner.updates >= self.cfg.stop_at
 
     def save(self, name: str) -> Path:
         """Write out_dir/name (rank 0 only); its path."""
         return self.io.save(name)
 
     def update(self) -> dict[str, torch.Tensor]:
-        """One learner update; every actor_sync updates the actors get its weights."""
-        info = self.learner.update(self.replay, self.demos)
-        if self.learner.updates % self.cfg.actor_sync == 0:
+        """One TD update; in an improve phase the actors get its weights every actor_sync updates (in a
+        values phase they play the anchor)."""
+        info = self.learner.update(self.replay)
+        if self.learner.updates % self.cfg.actor_sync == 0 and self.learner.phase.kind == "improve":
             self.selfplay.sync(self.learner.module.state_dict())
         return info
+
+    # ---- the phases ---------------------------------------------------------------------------------
+    def _enter(self, index: int, phase: Phase, done: int) -> None:
+        """Set the learner and actors up for `phase` (update `done` of it): its rate and anchor weight every
+        round; when it is new to this process, its anchor (taken at the phase's first update; a resume
+        restored it), whom the actors play and how much they explore."""
+        self.learner.set_phase(phase, done / phase.updates)
+        if index == self.phase:
+            return
+        self.phase = index
+        if not phase.learns_values:
+            return
+        if done == 0 and (phase.kind == "values" or phase.anchor_weight > 0):
+            self.learner.hold()
+        weights = self.learner.anchor if phase.kind == "values" else self.learner.module
+        self.selfplay.sync(weights.state_dict())
+        self.selfplay.explore(self.cfg.actor.eps_base if phase.eps_base is None else phase.eps_base)
+
+    def _imitation_round(self, phase: Phase, done: int) -> dict[str, torch.Tensor]:
+        """One chunk of fresh demonstrator games, learnt in batches (stopping at the phase's or run's end)."""
+        cfg, learner, rec = self.cfg, self.learner, self.record
+        start = rec.demo_games + self.rank * phase.chunk  # ranks never share a game
+        games = fresh_games(cfg, phase, start, self.device, learner.module)
+        rec.demo_games += phase.chunk * learner.fabric.world_size
+        left = min(phase.updates - done, cfg.stop_at - learner.updates)
+        info = {}
+        for idx in batch_order(cfg, start, phase.chunk, self.device)[:left]:
+            info = learner.imitate({k: v[idx] for k, v in games.items()})
+        return info
+
+    def _agreement(self, phase: Phase) -> float:
+        """Greedy agreement of the learner's network with the demonstrator on held-out games."""
+        if self.held_out is None:
+            self.held_out = record_demos(self.cfg, HELD_OUT, self.device, stream=Stream.EVAL,
+                                         bot=phase.demonstrator)
+        net = self.learner.module
+        was = net.training
+        net.eval()
+        try:
+            return agreement(net, self.held_out, self.learner.public)
+        finally:
+            net.train(was)
+
+    def _keeps_best(self, phase: Phase, phase_end: bool) -> bool:
+        """Whether an evaluation now may become best.pt: only networks with values, in a recipe that
+        learns them (the end of a values phase, an improve phase's evaluations)."""
+        if not any(p.learns_values for p in self.cfg.phases):
+            return True
+        return phase.kind == "improve" or (phase.kind == "values" and phase_end)
+
+    def _phase_end(self, phase: Phase) -> dict:
+        """What the end of a phase records in a recipe that learns values: the value check of the network
+        (at an imitation phase's end, the "before" of the TD phase), and in a TD phase how many greedy moves
+        are the anchor's."""
+        out = {}
+        if any(p.learns_values for p in self.cfg.phases) and self.is_main:
+            net = self.learner.module
+            check = value_check(self.cfg.game, net, games=self.cfg.value_games, seed=self.cfg.seed,
+                                gamma=self.cfg.gamma, device=self.device,
+                                anchor=self.learner.anchor if phase.learns_values else None)
+            out["value_check"] = check
+        return out
 
     def evaluate(self, games: int | None = None) -> EvalResult:
         """Greedy games of the learner's network now (served beside the actors' copy) on fixed deals of the
@@ -147,16 +215,23 @@ class Trainer:
         signum, timed_out = self.learner.agree([signum, int(timed_out)])
         return int(signum), bool(timed_out)
 
-    def _evaluate_and_keep_best(self, u: int, start: float, bar, run) -> EvalResult:
-        """An evaluation at update u (the run's clock started at `start`): into the history, and best.pt
-        when it is the best so far."""
+    def _evaluate_and_keep_best(self, u: int, start: float, bar, run, keep: bool = True,
+                                extra: dict | None = None) -> EvalResult:
+        """An evaluation at update u (the run's clock started at `start`): into the history with `extra`,
+        and best.pt when `keep` allows it and it is the best so far."""
         result = self.evaluate()
         rec = self.record
         wall = time.time() - start
         cpu = self.cpu_base + time.process_time() - self.cpu_start
-        rec.history.append({"updates": u, "wall_seconds": wall, "cpu_seconds": cpu, **result.to_dict()})
-        bar.write(f"[{u} updates] {result}")
-        if result.mean > rec.best:
+        index, phase, _ = self.cfg.phase_at(max(u - 1, 0))
+        row = {"updates": u, "wall_seconds": wall, "cpu_seconds": cpu, "phase": index, **result.to_dict(),
+               **(extra or {})}
+        rec.history.append(row)
+        shown = {**(extra or {}), **{k: v for k, v in (extra or {}).get("value_check", {}).items()
+                                     if k in ("moves_kept", "rms_own", "rms_other")}}
+        said = "".join(f", {k} {v:.3f}" for k, v in shown.items() if isinstance(v, float))
+        bar.write(f"[{u} updates, phase {index} {phase.kind}] {result}{said}")
+        if keep and result.mean > rec.best:
             before = rec.best, rec.wall_seconds
             rec.best, rec.wall_seconds = result.mean, wall
             try:  # the new best counts only once best.pt holds it (a stop mid-write keeps the old one)
@@ -167,12 +242,13 @@ class Trainer:
             run.summary["best/eval_mean"], run.summary["best/updates"] = result.mean, u
         return result
 
-    def run(self, tags: list[str] | None = None) -> EvalResult | None:
-        """Train to total_updates (or max_minutes); None when the run had already finished."""
+    def run(self, tags: list[str] | None = None, command: str = "") -> EvalResult | None:
+        """Train to the recipe's end, or total_updates (or max_minutes); None when the run had already
+        finished. `command`: how this start was asked for, kept in the run's record with the machine."""
         from tqdm import tqdm
 
         cfg, learner, selfplay = self.cfg, self.learner, self.selfplay
-        if self.life.finished(learner.updates, cfg.total_updates):
+        if self.life.finished(learner.updates, cfg.stop_at):
             selfplay.close()
             return None
         # signals from here on are kept until the loop's first round reads them: the start line below is what
@@ -180,12 +256,13 @@ class Trainer:
         signals = StopSignals(deferred=True)
         on_term = signals.install()
         self.life.begin(learner.updates, self.device.type)
+        self.record.starts.append({"command": command, "machine": machine(), "updates": learner.updates})
         run = self._wandb(tags or [])
         start = time.time() - self.record.wall_seconds
         last_ckpt = time.time()
         last_eval = learner.updates // cfg.eval_every
         bar = tqdm(
-            total=cfg.total_updates,
+            total=cfg.stop_at,
             initial=learner.updates,
             disable=not self.progress or not self.is_main,
             desc="updates",
@@ -194,13 +271,13 @@ class Trainer:
         t_learn = 0.0
         steps_at, seqs = selfplay.actor_steps, 0
         result = None
-        reason = f"finished ({cfg.total_updates} updates)"
+        reason = f"finished ({cfg.stop_at} updates)"
         stats: dict[str, torch.Tensor] | None = None
         try:
             signals.deferred = learner.fabric.world_size > 1  # one process: a later SIGTERM stops at once
             if cfg.overlap:
                 selfplay.start()
-            while learner.updates < cfg.total_updates:
+            while learner.updates < cfg.stop_at:
                 signum, timed_out = self._agree_stop(
                     signals.pending, bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
                 )
@@ -209,36 +286,54 @@ class Trainer:
                 if timed_out:
                     reason = f"time limit (max_minutes={cfg.max_minutes:g}) reached"
                     break
-                warm = learner.updates < cfg.warm_start_updates  # demonstrations alone: no self-play
-                if not warm:
+                index, phase, done = cfg.phase_at(learner.updates)
+                end = learner.updates - done + phase.updates  # the update this phase ends at
+                self._enter(index, phase, done)
+                bar.set_description(f"phase {index} {phase.kind}")
+                t0 = time.time()
+                if phase.kind == "imitate":
+                    before = learner.updates
+                    info = self._imitation_round(phase, done)
+                    seqs += (learner.updates - before) * cfg.batch_size
+                    bar.update(learner.updates - before)
+                else:
                     stats = selfplay.next_round()
                     if len(self.replay) < cfg.min_replay:
                         bar.set_description(f"filling replay {len(self.replay)}/{cfg.min_replay} episodes")
                         continue
-                bar.set_description("warm start" if warm else "updates")
-                rounds = cfg.updates_per_round
-                if warm:  # the warm start ends on its own update count, whatever updates_per_round is
-                    rounds = min(rounds, cfg.warm_start_updates - learner.updates)
-                t0 = time.time()
-                for _ in range(rounds):
-                    info = self.update()
-                    seqs += cfg.batch_size
-                    bar.update(1)
+                    for _ in range(min(cfg.updates_per_round, phase.updates - done,
+                                       cfg.stop_at - learner.updates)):
+                        info = self.update()
+                        seqs += cfg.batch_size
+                        bar.update(1)
                 t_learn += time.time() - t0
                 u = learner.updates
                 log = {"train/" + k: float(v) for k, v in info.items()} | {
                     "updates": u,
-                    "act/actor_steps_per_s": (selfplay.actor_steps - steps_at) / max(selfplay.seconds, 1e-9),
+                    "phase": index,
                     "learn/seqs_per_s": seqs / max(t_learn, 1e-9),
-                    "replay/size": len(self.replay),
-                    "counters/episodes": selfplay.episodes,
-                } | ({"act/score": float(stats["score"].float().mean())} if stats is not None else {})
-                if u // cfg.eval_every > last_eval and self.is_main:
+                    "counters/demo_games": self.record.demo_games,
+                }
+                if phase.learns_values:
+                    log |= {
+                        "act/actor_steps_per_s": (selfplay.actor_steps - steps_at)
+                        / max(selfplay.seconds, 1e-9),
+                        "replay/size": len(self.replay),
+                        "counters/episodes": selfplay.episodes,
+                    } | ({"act/score": float(stats["score"].float().mean())} if stats is not None else {})
+                phase_end = u == end
+                if self.is_main and (u // cfg.eval_every > last_eval or phase_end):
                     last_eval = u // cfg.eval_every
-                    result = self._evaluate_and_keep_best(u, start, bar, run)
+                    extra = {"agreement": self._agreement(phase)} if phase.kind == "imitate" else {}
+                    if phase_end:
+                        extra |= self._phase_end(phase)
+                    keep = self._keeps_best(phase, phase_end)
+                    result = self._evaluate_and_keep_best(u, start, bar, run, keep, extra)
                     log |= {f"eval/{k}": v for k, v in result.to_dict().items()}
+                    log |= {f"eval/{k}": v for k, v in extra.items() if isinstance(v, float)}
                 run.log(log, step=u)
-                bar.set_postfix(loss=f"{log['train/loss']:.3f}", score=f"{log.get('act/score', 0.0):.2f}")
+                bar.set_postfix(loss=f"{log['train/loss']:.3f}" if "train/loss" in log else "",
+                                score=f"{log.get('act/score', 0.0):.2f}")
                 if time.time() - last_ckpt > 60 * cfg.checkpoint_minutes:
                     self.record.wall_seconds = time.time() - start
                     self.save("latest.pt")

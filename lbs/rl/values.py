@@ -1,0 +1,123 @@
+"""Are a blueprint's Q-values its action values? The check LBS's bootstrap stands on.
+
+LBS-k plays a candidate move, the blueprint for k-1 more, and bootstraps with the VDN sum over seats of each
+seat's Q of its greedy move, at states after moves the blueprint itself would not have made. So Q(s, a) must
+price every legal move a as the points to come after (a, then the blueprint), not only rank the blueprint's
+own. This compares them directly: on held-out states of the blueprint's own greedy games, for its move and
+for every other legal move, Q(s, a) against the Monte-Carlo return of (a, then the blueprint) on the same
+deck (the engine's deck is fixed by the deal, so the branches share every card still to come).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..acting import greedy, play
+from ..hanabi import engine
+from ..hanabi.config import GameConfig
+from ..seeding import Stream, game_seeds, pack
+
+HELD_OUT_START = 1 << 20
+"""The value check's deals: games from here on of the blueprint validation stream, which no evaluation
+reaches (they play its first games)."""
+
+
+def _both(net, anchor, moves: list[torch.Tensor]):
+    """A step that acts with `net` and also writes the anchor's greedy move on the same observation (its own
+    recurrent state beside net's) into `moves`: how often the two policies choose differently, state by
+    state, on net's own games."""
+
+    def step(priv, publ, legal, hid):
+        q, h = net.step(priv, publ, legal, hid[0])
+        qa, ha = anchor.step(priv, publ, legal, hid[1])
+        moves.append(torch.stack([greedy(q, legal), greedy(qa, legal)]))
+        return q, (h, ha)
+
+    def initial_state(rows: int, device: torch.device):
+        return net.initial_state(rows, device), anchor.initial_state(rows, device)
+
+    return step, initial_state
+
+
+@torch.no_grad()
+def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: float = 1.0,
+                device: torch.device | str = "cpu", anchor=None) -> dict[str, float]:
+    """Q against returns on `games` held-out deals: per deal one state drawn uniformly from the net's own
+    greedy game, branched into one game per legal move (that move, then the net's greedy play).
+
+    Returns (floats): rms_own / rms_other (RMS error of Q(s, a) against the return, gamma-discounted, for
+    the net's greedy move / every other legal move), bias_own / bias_other (mean Q - return), corr_own /
+    corr_other, n_own / n_other (states / moves compared), mean_return; with `anchor` (a network) also
+    moves_kept: the share of moves on the net's own games where its greedy move is the anchor's."""
+    dev = torch.device(device)
+    was = net.training
+    net.eval()
+    try:
+        return _check(game, net, games, seed, gamma, dev, anchor)
+    finally:
+        net.train(was)
+
+
+def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torch.device, anchor):
+    p, moves = game.players, game.num_moves
+    seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games, start=HELD_OUT_START, device=dev)
+    out: dict[str, float] = {}
+    # the net's own games: their lengths (where to branch) and, beside an anchor, whose moves it keeps
+    chosen: list[torch.Tensor] = []
+    q_fn, init = net.step, lambda rows: net.initial_state(rows, dev)
+    if anchor is not None:
+        anchor.eval()
+        q_fn, both = _both(net, anchor, chosen)
+        init = lambda rows: both(rows, dev)  # noqa: E731
+    final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps)
+    if anchor is not None:
+        pairs = torch.stack(chosen, 1).reshape(2, len(chosen), games, p)  # [2, T, N, P]
+        acting = pairs[0] < moves  # a seat that moves (not the no-op), in a game still running
+        out["moves_kept"] = float((pairs[0] == pairs[1])[acting].double().mean())
+    gen = torch.Generator().manual_seed(int(pack(Stream.BLUEPRINT_VAL, seed, 0)))
+    length = final.num_steps.cpu()
+    branch_at = (torch.rand(games, generator=gen) * length).long().clamp(max=length - 1).to(dev)  # [N]
+    # one row per (deal, move): the same deck, the move forced at the branching step, then greedy play
+    rows = games * moves
+    at = branch_at.repeat_interleave(moves)
+    forced = torch.arange(moves, device=dev).repeat(games)
+    ret = torch.zeros(rows, dtype=torch.float64, device=dev)
+    legal_at = torch.zeros(rows, dtype=torch.bool, device=dev)
+    q_at = torch.zeros(rows, p, game.num_actions, device=dev)
+    mover_at = torch.zeros(rows, dtype=torch.long, device=dev)
+
+    def force(t, state, hid, move):
+        legal = engine.legal_moves(game, state).gather(1, forced[:, None]).squeeze(1)
+        hit = (at == t) & ~state.done & legal
+        legal_at.logical_or_(hit)
+        return torch.where(hit, forced, move)
+
+    def keep(turn) -> None:
+        t = turn.t
+        here = at == t
+        q_at.copy_(torch.where(here[:, None, None], turn.q.float(), q_at))
+        mover_at.copy_(torch.where(here, turn.state.cur_player, mover_at))
+        power = (t - at).clamp(min=0).double()
+        ret.add_(torch.where(t >= at, gamma ** power * turn.reward.double(), 0.0))
+
+    play(game, engine.reset(game, seeds.repeat_interleave(moves)), net.step, net.initial_state(rows * p, dev),
+         game.max_steps, hook=keep, override=force)
+    # Q_tot(s, a): the mover's Q of a plus every waiting seat's Q of its no-op (VDN)
+    seat = torch.arange(p, device=dev)
+    waiting = (q_at[..., -1] * (seat[None] != mover_at[:, None])).sum(1)
+    q_mover = q_at.gather(1, mover_at[:, None, None].expand(-1, 1, q_at.shape[-1])).squeeze(1)  # [R, A]
+    q_tot = q_mover.gather(1, forced[:, None]).squeeze(1) + waiting
+    legal_mover = q_mover.new_zeros(q_mover.shape, dtype=torch.bool)
+    legal_mover[:, :moves] = legal_at.reshape(games, moves).repeat_interleave(moves, 0)  # the deal's moves
+    own = greedy(q_mover, legal_mover) == forced
+    for name, sel in (("own", legal_at & own), ("other", legal_at & ~own)):
+        q, g = q_tot[sel].double(), ret[sel]
+        n = int(sel.sum())
+        out[f"n_{name}"] = float(n)
+        out[f"rms_{name}"] = float((q - g).pow(2).mean().sqrt()) if n else math.nan
+        out[f"bias_{name}"] = float((q - g).mean()) if n else math.nan
+        out[f"corr_{name}"] = float(torch.corrcoef(torch.stack([q, g]))[0, 1]) if n > 1 else math.nan
+    out["mean_return"] = float(ret[legal_at & own].mean())
+    return out
