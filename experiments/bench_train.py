@@ -1,54 +1,46 @@
-"""Blueprint training throughput: actor game-steps/s and learner sequences/s.
+"""Blueprint training throughput: the parts (actor game-steps/s, learner sequences/s) or the whole loop with
+and without acting overlapped with learning, each against its baseline measured in the same run.
 
-    python experiments/bench_train.py --device auto --batch 128 --seq 80 --games 128
+    python -m experiments.bench_train --device auto --batch 128 --seq 80 --games 128 --record cpu
+    python -m experiments.bench_train --loop small --updates 120 --repeats 2 --record cpu_loop
 
-Learner: R2D2 updates on batches of `--batch` sequences of length `--seq` (full 2-player game, the
-paper network unless --hidden is given). Actors: lockstep self-play rounds of `--games` games.
-Writes experiments/results/bench_train/bench_train_<date>_<device>.md.
+Parts: R2D2 updates on batches of `--batch` sequences of length `--seq` (the full 2-player game, the paper
+network unless --hidden is given) and lockstep self-play rounds of `--games` games. --loop PRESET: that
+preset's training run from scratch to --updates learner updates, alternating TrainConfig.overlap off and on
+(--repeats times each, so a change in machine load hits both), learner updates per wall-clock second of the
+whole run (replay fill, acting, learning, the final latest.pt; no evaluation); the sequential loop is the
+baseline. Writes experiments/results/bench_train/bench_train_<date>_NAME.md with --record NAME.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+import shutil
+import statistics
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from lbs.models import NetConfig, resolve_device
 from lbs.rl.actors import ActorConfig
+from lbs.rl.config import Phase
 from lbs.rl.trainer import PRESETS, Trainer
 
-if __package__:  # python -m experiments.bench_train, or imported
-    from .common import machine, sync
-else:  # python experiments/bench_train.py: this folder is first on the import path
-    from common import machine, sync
+from .common import machine, result_path, sync, write_result
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--seq", type=int, default=80)
-    ap.add_argument("--games", type=int, default=128)
-    ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--updates", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--precision", default="32-true")
-    ap.add_argument("--out", default="experiments/results/bench_train")
-    args = ap.parse_args()
+def parts(args: argparse.Namespace) -> str:
     dev = resolve_device(args.device)
     cfg = replace(
-        PRESETS["paper"],
-        net=NetConfig(hidden=args.hidden),
-        actor=ActorConfig(num_games=args.games, max_len=args.seq),
-        batch_size=args.batch,
-        replay_capacity=max(args.games * (args.rounds + 1), args.batch),
+        PRESETS["paper"], net=NetConfig(hidden=args.hidden), actor=ActorConfig(num_games=args.games,
+                                                                               max_len=args.seq),
+        batch_size=args.batch, replay_capacity=max(args.games * (args.rounds + 1), args.batch),
         min_replay=1,  # the warm-up round below fills it
-        device=str(dev),
-        precision=args.precision,
-        out_dir="/tmp/lbs_bench_train",
+        device=str(dev), precision=args.precision, out_dir=tempfile.mkdtemp(prefix="bench_train_"),
         wandb_mode="disabled",
     )
     tr = Trainer(cfg, progress=False)
@@ -69,32 +61,85 @@ def main() -> None:
     sync(dev)
     t_learn = time.perf_counter() - t0
     tr.selfplay.close()
-    act_sps = actor_steps / t_act
-    slot_sps = slots / t_act
+    shutil.rmtree(cfg.out_dir, ignore_errors=True)
     seq_s = args.updates * args.batch / t_learn
-    ep_bytes = tr.replay.bytes_per_episode()
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    cmd = "python " + " ".join(sys.argv)
-    text = f"""# bench_train {stamp}
-
-- machine: {machine()}
-- command: `{cmd}`
-- network: public-LSTM, hidden {args.hidden}; batch {args.batch} sequences x {args.seq} steps; 2 players
+    return f"""- network: public-LSTM, hidden {args.hidden}; batch {args.batch} sequences x {args.seq} steps;
+  2 players; precision {args.precision}; device {dev}
 
 | measure | value |
 |---|---|
-| actor game-steps/s (live games only, greedy/eps acting incl. encoding) | {act_sps:,.0f} |
-| actor step slots/s (incl. finished games idling to the round end) | {slot_sps:,.0f} |
+| actor game-steps/s (live games only, greedy/eps acting incl. encoding) | {actor_steps / t_act:,.0f} |
+| actor step slots/s (incl. finished games idling to the round end) | {slots / t_act:,.0f} |
 | learner sequences/s (forward+backward+Adam, target net, priorities) | {seq_s:,.1f} |
 | learner updates/s | {args.updates / t_learn:,.2f} |
-| replay bytes per stored episode | {ep_bytes:,} |
+| replay bytes per stored episode | {tr.replay.bytes_per_episode():,} |
 
 Reference anchor: ~1,700 trained sequences/s on a multi-GPU, 80-thread machine (reference code).
 """
-    print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"bench_train_{stamp[:10]}_{dev.type}.md").write_text(text)
+
+
+def one_run(cfg, overlap: bool) -> dict[str, float]:
+    out = Path(tempfile.mkdtemp(prefix="bench_loop_"))
+    try:
+        tr = Trainer(replace(cfg, overlap=overlap, out_dir=str(out / "run")), progress=False)
+        tr.evaluate = lambda games=None: None  # the final evaluation is not the loop being measured
+        t0 = time.perf_counter()
+        tr.run()
+        wall = time.perf_counter() - t0
+        return {"wall": wall, "updates_per_s": tr.counters["updates"] / wall}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def loop(args: argparse.Namespace) -> str:
+    cfg = replace(PRESETS[args.loop], phases=(Phase("improve", updates=args.updates),), eval_every=10**9,
+                  checkpoint_minutes=10**6, device=args.device, wandb_mode="disabled")
+    rows: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(args.repeats):
+        for overlap in (False, True):
+            res = one_run(cfg, overlap)
+            rows[overlap].append(res["updates_per_s"])
+            print(f"overlap={overlap}: {res['updates_per_s']:.2f} updates/s ({res['wall']:.1f} s)",
+                  flush=True)
+    base = statistics.mean(rows[False])
+    lines = [f"- config: preset {args.loop!r} as R2D2, {args.updates} updates from scratch (replay fill "
+             f"included), {cfg.actor.num_games} games x {cfg.seq_len} steps a round, "
+             f"{cfg.updates_per_round} updates a round, batch {cfg.batch_size}, hidden {cfg.net.hidden}, device {args.device}", "",
+             "| loop | runs | updates/s (each run) | mean | x sequential |", "|---|---:|---|---:|---:|"]
+    for overlap in (False, True):
+        mean = statistics.mean(rows[overlap])
+        name = "overlap (actor thread)" if overlap else "sequential (baseline)"
+        each = ", ".join(f"{x:.2f}" for x in rows[overlap])
+        lines.append(f"| {name} | {len(rows[overlap])} | {each} | {mean:.2f} | {mean / base:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=80)
+    ap.add_argument("--games", type=int, default=128)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--updates", type=int, default=5, help="learner updates timed (--loop: of each run)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--precision", default="32-true")
+    ap.add_argument("--loop", default=None, choices=sorted(PRESETS),
+                    help="time this preset's whole training loop, overlap off and on, instead of the parts")
+    ap.add_argument("--repeats", type=int, default=2, help="--loop: runs of each kind")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--record", default=None, metavar="NAME",
+                    help="write experiments/results/bench_train/bench_train_<date>_NAME.md")
+    ap.add_argument("--out", default="runs/experiments", help="scratch folder when not recording")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = result_path("bench_train", args.record, args.out)
+    body = loop(args) if args.loop else parts(args)
+    title = "Training loop with and without overlap" if args.loop else "Blueprint training throughput"
+    text = (f"# {title}, {time.strftime('%Y-%m-%d %H:%M')}\n\n- machine: {machine()}\n"
+            f"- command: `python -m experiments.bench_train {' '.join(sys.argv[1:])}`\n{body}")
+    write_result(text, "bench_train", args.record, args.out, out)
 
 
 if __name__ == "__main__":

@@ -32,10 +32,10 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
   smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games at once, captured
            rollouts: the cost per game, split into range upkeep, counterfactual filters, draws and rollouts
            (on an H200: 8.2 s per game)
-  overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_overlap.py)
+  overlap  the gpu preset's updates/s with acting and learning overlapped or not (bench_train.py --loop)
   preset   7 minutes of `train/blueprint.py --preset gpu` (eager actors: captured actor rounds fail
            their CUDA test, docs/gpu.md)
-  curve    that run's learning curve (experiments/learning_curve.py): the gpu preset's first record
+  curve    that run's learning curve (experiments/curves.py): the gpu preset's first record
   recipe   the blueprint recipe at paper size (`train/blueprint.py --preset recipe-gpu`: imitation of
            SmartBot, TD values, R2D2 improvement), 8 minutes, in runs/blueprint/gpu-recipe-<date>-<time>
   recipe-resume  the newest such run resumed for 8 more minutes (run it again to go on: the curve continues)
@@ -82,17 +82,17 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
         "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
                 580),
         "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 580),
-        "train": (f"experiments/bench_train.py {cuda}", 300),
-        "train-bf16": (f"experiments/bench_train.py --precision bf16-mixed {cuda}", 300),
+        "train": (f"-m experiments.bench_train {cuda}", 300),
+        "train-bf16": (f"-m experiments.bench_train --precision bf16-mixed {cuda}", 300),
         "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 580),
         "search": (f"{search} --modes lbs-16 lbs-1 lbs-inf sparta --rollouts 1000 --min-rollouts 50", 300),
         "search-10k": (f"experiments/table1.py --modes blueprint lbs-16 --games 64 --batch-games 64 "
                        f"--rollouts 10000 --min-rollouts 100 --cuda-graphs {cuda}", 500),
         "sparta-10k": (f"{search} --modes sparta --rollouts 10000 --min-rollouts 100", 580),
-        "overlap": ("experiments/bench_overlap.py --preset gpu --updates 200 --repeats 1 --device cuda", 580),
+        "overlap": ("-m experiments.bench_train --loop gpu --updates 200 --repeats 1 --device cuda", 580),
         "preset": (f"train/blueprint.py --preset gpu --device cuda --max_minutes 7 --wandb_mode disabled "
                    f"--out_dir {shlex.quote(str(out / 'gpu_preset'))}", 580),
-        "curve": (f"experiments/learning_curve.py {shlex.quote(str(out / 'gpu_preset'))} --out "
+        "curve": (f"-m experiments.curves {shlex.quote(str(out / 'gpu_preset'))} --out "
                   f"{shlex.quote(str(out))}", 300),
         "table1": (f"{table1} --batch-games 64 --modes blueprint lbs-16 lbs-inf", 580),
         "table1-lbs": (f"{table1} --batch-games 64 --modes blueprint lbs-32 lbs-8 lbs-1", 580),
@@ -103,7 +103,7 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
                          f"--min-rollouts 100 --budget reference --cuda-graphs on", 300),
         "recipe": (f"{train} --preset recipe-gpu --max_minutes 8 --out_dir {shlex.quote(str(recipe))}", 580),
         "recipe-resume": (f"{train} --resume {shlex.quote(str(newest / 'latest.pt'))} --max_minutes 16", 580),
-        "recipe-curve": (f"experiments/learning_curve.py {shlex.quote(str(newest))} --name gpu_recipe --out "
+        "recipe-curve": (f"-m experiments.curves {shlex.quote(str(newest))} --record gpu_recipe --out "
                          f"{shlex.quote(str(out))}", 90),
     }
     return {name: ([PY, *shlex.split(cmd)], limit) for name, (cmd, limit) in plan.items()}
