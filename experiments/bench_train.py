@@ -104,7 +104,8 @@ def loop(args: argparse.Namespace) -> str:
     base = statistics.mean(rows[False])
     lines = [f"- config: preset {args.loop!r} as R2D2, {args.updates} updates from scratch (replay fill "
              f"included), {cfg.actor.num_games} games x {cfg.seq_len} steps a round, "
-             f"{cfg.updates_per_round} updates a round, batch {cfg.batch_size}, hidden {cfg.net.hidden}, device {args.device}", "",
+             f"{cfg.updates_per_round} updates a round, batch {cfg.batch_size}, hidden {cfg.net.hidden}, "
+             f"device {args.device}", "",
              "| loop | runs | updates/s (each run) | mean | x sequential |", "|---|---:|---|---:|---:|"]
     for overlap in (False, True):
         mean = statistics.mean(rows[overlap])
