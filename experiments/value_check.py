@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gamma", type=float, default=0.999, help="discount of the return (1: undiscounted)")
     ap.add_argument("--anchor", default=None, help="a blueprint whose greedy moves each one is compared with")
+    ap.add_argument("--along", default=None,
+                    help="a blueprint whose greedy games the states come from, the same for every one "
+                    "checked (default: each one's own games)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/value_check/value_check_<date>_NAME.md")
@@ -50,6 +53,7 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         nets = [load_blueprint(p) for p in args.blueprints]
         anchor = load_blueprint(args.anchor)[1] if args.anchor else None
+        along = load_blueprint(args.along)[1] if args.along else None
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"value_check: {e}")
     for path, (game, _) in zip(args.blueprints, nets, strict=True):
@@ -60,10 +64,11 @@ def main() -> None:
     out = result_path("value_check", args.record, args.out)
     rows = []
     for path, (game, net) in zip(args.blueprints, nets, strict=True):
-        got = value_check(game, net, args.games, args.seed, args.gamma, anchor=anchor)
+        got = value_check(game, net, args.games, args.seed, args.gamma, anchor=anchor, along=along)
         rows.append((path, got))
         print(path, {k: round(v, 3) for k, v in got.items()}, flush=True)
     kept = " | moves kept (anchor's)" if anchor is not None else ""
+    where = f"the greedy game of `{args.along}`" if args.along else "each blueprint's own greedy game"
     head = "| blueprint | " + " | ".join(COLUMNS) + kept + " |"
     table = "\n".join(
         f"| `{p}` | " + " | ".join(f"{r[c]:.0f}" if c.startswith("n_") else f"{r[c]:.3f}" for c in COLUMNS)
@@ -73,7 +78,8 @@ def main() -> None:
 - machine: {machine()}
 - command: `python -m experiments.value_check {" ".join(sys.argv[1:])}`
 - states: one per held-out deal ({args.games} deals of the blueprint validation stream from index 2^20),
-  drawn uniformly from each blueprint's own greedy game; every legal move branched on the same deck;
+  drawn uniformly from {where};
+  every legal move branched on the same deck, then each blueprint's own greedy play;
   return discounted with gamma {args.gamma}; Q is the VDN sum (the mover's Q of the move, each waiting
   seat's Q of its no-op). _own_: the blueprint's greedy move; _other_: every other legal move.
 

@@ -44,6 +44,9 @@ class Phase:
     """imitate: fresh demonstrator games recorded at a time (each used once, in batches of batch_size)"""
     eps_base: float | None = None
     """values / improve: the behaviour's Ape-X exploration base (None: actor.eps_base)"""
+    n_step: int | None = None
+    """values / improve: steps of the TD target (None: TrainConfig.n_step). A values phase learns faster with
+    long ones: its returns stop where the behaviour explored anyway, and need no bootstrap to be right"""
     anchor_weight: float = 0.0
     """values / improve: weight of the large-margin loss that keeps the anchor's move best (the network as
     this phase began; in an improve phase it decays linearly to 0); 0: no anchor"""
@@ -58,6 +61,8 @@ class Phase:
         check(self, "dagger", 0 <= self.dagger <= 1, "in [0, 1]")
         check(self, "chunk", is_int(self.chunk) and self.chunk >= 1, "an int >= 1")
         check(self, "eps_base", self.eps_base is None or 0 <= self.eps_base <= 1, "in [0, 1] (or None)")
+        check(self, "n_step", self.n_step is None or (is_int(self.n_step) and self.n_step >= 1),
+              "an int >= 1 (or None)")
         for name in ("bomb_weight", "anchor_weight", "anchor_margin"):
             check(self, name, 0 <= getattr(self, name) < math.inf, ">= 0 and finite")
         check(self, "anchor_weight", self.kind != "values" or self.anchor_weight > 0,
@@ -283,7 +288,8 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=4000, dagger=0.5),
             Phase("imitate", updates=7500, dagger=0.5, bomb_weight=2.0),
             Phase("imitate", updates=7500, lr=3e-4, dagger=0.5, bomb_weight=2.0),
-            Phase("values", updates=3000, lr=1e-4, eps_base=0.3, anchor_weight=1.0, anchor_margin=0.05),
+            Phase("values", updates=3000, lr=1e-4, eps_base=0.3, n_step=80, anchor_weight=1.0,
+                  anchor_margin=0.05),
         ),
         eval_every=1000,
         eval_games=1000,
@@ -304,7 +310,8 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=3000, dagger=0.5, chunk=4096),
             Phase("imitate", updates=6000, dagger=0.5, bomb_weight=2.0, chunk=4096),
             Phase("imitate", updates=6000, lr=3e-4, dagger=0.5, bomb_weight=2.0, chunk=4096),
-            Phase("values", updates=5000, lr=1e-4, eps_base=0.3, anchor_weight=1.0, anchor_margin=0.05),
+            Phase("values", updates=5000, lr=1e-4, eps_base=0.3, n_step=80, anchor_weight=1.0,
+                  anchor_margin=0.05),
             Phase("improve", updates=100_000, lr=6.25e-5, anchor_weight=1.0, anchor_margin=0.05),
         ),
         eval_every=1000,
@@ -327,7 +334,7 @@ PRESETS: dict[str, TrainConfig] = {
         updates_per_round=4,
         phases=(
             Phase("imitate", updates=300, dagger=0.5, chunk=128),
-            Phase("values", updates=300, eps_base=0.3, anchor_weight=1.0, anchor_margin=0.05),
+            Phase("values", updates=300, eps_base=0.3, n_step=40, anchor_weight=1.0, anchor_margin=0.05),
             Phase("improve", updates=300, lr=3e-4, anchor_weight=1.0, anchor_margin=0.05),
         ),
         eval_every=100,

@@ -90,8 +90,9 @@ class Learner:
         (loss, new priorities, stats)."""
         cfg, phase = self.cfg, self.phase
         held = self.anchor_moves(batch) if self.anchor is not None and phase.kind != "imitate" else None
+        n = cfg.n_step if phase.n_step is None else phase.n_step
         return r2d2_loss(
-            self.net, self.target, batch, w, cfg.gamma, cfg.n_step, eta=cfg.eta, public_fn=self.public,
+            self.net, self.target, batch, w, cfg.gamma, n, eta=cfg.eta, public_fn=self.public,
             evaluate=held if phase.kind == "values" else None, anchor=held, margin=phase.anchor_margin,
             anchor_weight=self.anchor_weight,
         )

@@ -43,9 +43,10 @@ def _both(net, anchor, moves: list[torch.Tensor]):
 
 @torch.no_grad()
 def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: float = 1.0,
-                device: torch.device | str = "cpu", anchor=None) -> dict[str, float]:
-    """Q against returns on `games` held-out deals: per deal one state drawn uniformly from the net's own
-    greedy game, branched into one game per legal move (that move, then the net's greedy play).
+                device: torch.device | str = "cpu", anchor=None, along=None) -> dict[str, float]:
+    """Q against returns on `games` held-out deals: per deal one state drawn uniformly from a greedy game (the
+    net's own, or with `along` another network's, so several nets are checked on the same states), branched
+    into one game per legal move (that move, then the net's greedy play).
 
     Returns (floats): rms_own / rms_other (RMS error of Q(s, a) against the return, gamma-discounted, for
     the net's greedy move / every other legal move), bias_own / bias_other (mean Q - return), corr_own /
@@ -55,12 +56,12 @@ def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: f
     was = net.training
     net.eval()
     try:
-        return _check(game, net, games, seed, gamma, dev, anchor)
+        return _check(game, net, games, seed, gamma, dev, anchor, along)
     finally:
         net.train(was)
 
 
-def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torch.device, anchor):
+def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torch.device, anchor, along):
     p, moves = game.players, game.num_moves
     seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games, start=HELD_OUT_START, device=dev)
     out: dict[str, float] = {}
@@ -72,6 +73,13 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         q_fn, both = _both(net, anchor, chosen)
         init = lambda rows: both(rows, dev)  # noqa: E731
     final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps)
+    path = None  # the moves of the games whose states are checked, when they are another net's
+    if along is not None:
+        made: list[torch.Tensor] = []
+        along.eval()
+        final, _ = play(game, engine.reset(game, seeds), along.step, along.initial_state(games * p, dev),
+                        game.max_steps, hook=lambda turn: made.append(turn.move))
+        path = torch.stack(made, 1)  # [N, T]
     if anchor is not None:
         pairs = torch.stack(chosen, 1).reshape(2, len(chosen), games, p)  # [2, T, N, P]
         acting = pairs[0] < moves  # a seat that moves (not the no-op), in a game still running
@@ -92,6 +100,8 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         legal = engine.legal_moves(game, state).gather(1, forced[:, None]).squeeze(1)
         hit = (at == t) & ~state.done & legal
         legal_at.logical_or_(hit)
+        if path is not None:  # up to the branching step, the other net's game
+            move = torch.where(at > t, path.repeat_interleave(moves, 0)[:, t], move)
         return torch.where(hit, forced, move)
 
     def keep(turn) -> None:

@@ -1,6 +1,6 @@
-"""The blueprint recipe: imitation of a rule bot on its fresh games (DAgger, losing plays weighed), the network's
-own action values by TD (returns cut where the behaviour explored, the anchor's moves held), R2D2 improvement,
-all phases of one trainer; and the value check that says whether Q prices every legal move."""
+"""The blueprint recipe: imitation of a rule bot on its fresh games (DAgger, losing plays weighed), the
+network's own action values by TD (returns cut where the behaviour explored, the anchor's moves held), R2D2
+improvement, all phases of one trainer; and the value check that says whether Q prices every legal move."""
 
 import json
 import subprocess
@@ -204,7 +204,8 @@ def recipe(tmp_path, name="run", phases=None, **kw):
     """The small recipe, shortened: enough to see each phase do its job in a test's time."""
     phases = phases or (
         Phase("imitate", updates=96, dagger=0.5, chunk=64),
-        Phase("values", updates=120, lr=1e-3, eps_base=0.3, anchor_weight=1.0, anchor_margin=0.05),
+        Phase("values", updates=120, lr=1e-3, eps_base=0.3, n_step=40, anchor_weight=1.0,
+              anchor_margin=0.05),
         Phase("improve", updates=24, lr=3e-4, anchor_weight=1.0, anchor_margin=0.05),
     )
     return replace(PRESETS["recipe-small"], phases=phases, eval_every=48, eval_games=100, value_games=60,
@@ -256,8 +257,8 @@ def test_a_stopped_recipe_resumes_exactly_and_takes_a_retuned_later_phase(tmp_pa
     more = Trainer(recipe(tmp_path, "part", retuned), resume=latest, progress=False)
     assert more.record.demo_games == 128
     with pytest.raises(ckpt.CheckpointError, match="a phase begun cannot change"):
-        Trainer(recipe(tmp_path, "part", (Phase("imitate", updates=8, chunk=64),) + phases[1:]), resume=latest,
-                progress=False)
+        changed = (Phase("imitate", updates=8, chunk=64), *phases[1:])
+        Trainer(recipe(tmp_path, "part", changed), resume=latest, progress=False)
     rest = Trainer(recipe(tmp_path, "part", phases), resume=latest, progress=False)
     rest.run()
     for k, v in whole.learner.module.state_dict().items():
@@ -275,6 +276,8 @@ def test_the_value_check_compares_q_with_the_return_of_each_legal_move():
             p.zero_()
     got = value_check(GAME, net, games=40, seed=3, anchor=net)
     assert got["n_own"] == 40 and got["n_other"] > 40
+    same = value_check(GAME, net, games=40, seed=3, along=net)  # its own games, replayed: the same states
+    assert same == pytest.approx({k: v for k, v in got.items() if k != "moves_kept"}, nan_ok=True)
     assert got["moves_kept"] == 1.0
     assert got["bias_own"] == pytest.approx(-got["mean_return"])
     assert got["rms_own"] >= abs(got["bias_own"]) and got["corr_own"] != got["corr_own"]  # nan: Q is constant

@@ -13,12 +13,14 @@ from lbs.models import load_belief, load_blueprint
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = ('[{"kind": "imitate", "updates": 16, "dagger": 0.5, "chunk": 32}, '
-         '{"kind": "values", "updates": 16, "eps_base": 0.3, "anchor_weight": 1.0, "anchor_margin": 0.05}]')
+         '{"kind": "values", "updates": 16, "eps_base": 0.3, "n_step": 40, "anchor_weight": 1.0, '
+         '"anchor_margin": 0.05}]')
 
 
 def run(*args: str, cwd: Path) -> str:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=900)
+    res = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                         timeout=900)
     assert res.returncode == 0, f"{args}\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
     return res.stdout + res.stderr
 
@@ -26,29 +28,30 @@ def run(*args: str, cwd: Path) -> str:
 def test_the_documented_commands_rebuild_a_pair_that_searches(tmp_path):
     doc = (ROOT / "docs" / "reproduce.md").read_text()
     commands = re.findall(r"^python train/\S+ .*$", doc, flags=re.M)
-    assert [c.split()[1:3] for c in commands] == [["train/blueprint.py", "--preset"], ["train/ship.py", "blueprint"],
-                                                  ["train/belief.py", "--blueprint"], ["train/ship.py", "belief"]]
+    assert [c.split()[1:3] for c in commands] == [
+        ["train/blueprint.py", "--preset"], ["train/ship.py", "blueprint"],
+        ["train/belief.py", "--blueprint"], ["train/ship.py", "belief"]]
     (tmp_path / "checkpoints").mkdir()
     bp_run, bel_run = tmp_path / "runs" / "bp", tmp_path / "runs" / "bel"
     run(str(ROOT / "train" / "blueprint.py"), "--preset", "recipe-small", "--threads", "1", "--out_dir",
         str(bp_run), "--phases", SHORT, "--eval_every", "16", "--eval_games", "20", "--value_games", "10",
         "--min_replay", "32", "--no_progress", cwd=tmp_path)
-    card = run(str(ROOT / "train" / "ship.py"), "blueprint", str(bp_run / "best.pt"), "--name", "bp", "--games",
-               "20", "--threads", "1", cwd=tmp_path)
+    card = run(str(ROOT / "train" / "ship.py"), "blueprint", str(bp_run / "best.pt"), "--name", "bp",
+               "--games", "20", "--threads", "1", cwd=tmp_path)
     assert "imitate smartbot, DAgger 0.5" in card and "TD policy evaluation of the anchor" in card
     assert "| 1 | TD policy evaluation" in card and "From update 0: `python train/blueprint.py" in card
     shipped = tmp_path / "checkpoints" / "bp.pt"
     assert not {"optimizer", "anchor", "target"} & set(ckpt.load(shipped, "blueprint"))
-    run(str(ROOT / "train" / "belief.py"), "--blueprint", "checkpoints/bp.pt", "--preset", "tiny", "--threads", "1",
-        "--out_dir", str(bel_run), "--total_steps", "10", "--min_replay", "64", "--val_every", "5",
-        "--val_games", "10", "--eval_games", "10", "--no_progress", cwd=tmp_path)
+    run(str(ROOT / "train" / "belief.py"), "--blueprint", "checkpoints/bp.pt", "--preset", "tiny",
+        "--threads", "1", "--out_dir", str(bel_run), "--total_steps", "10", "--min_replay", "64",
+        "--val_every", "5", "--val_games", "10", "--eval_games", "10", "--no_progress", cwd=tmp_path)
     assert ckpt.load(bel_run / "best.pt", "belief")["conventions"] == "smartbot"  # read from the recipe
     card = run(str(ROOT / "train" / "ship.py"), "belief", str(bel_run / "best.pt"), "--blueprint",
                "checkpoints/bp.pt", "--name", "bel", "--games", "10", "--threads", "1", cwd=tmp_path)
     assert "Conventions: the blueprint learnt smartbot's" in card
     game, model = load_belief(tmp_path / "checkpoints" / "bel.pt", blueprint_path=shipped)
     assert model.conventions == "smartbot" and game == load_blueprint(shipped)[0]
-    out = run(str(ROOT / "search" / "run.py"), "--mode", "lbs-1", "--blueprint", "checkpoints/bp.pt", "--belief",
-              "checkpoints/bel.pt", "--games", "1", "--rollouts", "40", "--min_rollouts", "10", "--device", "cpu",
-              "--no_progress", "--out", str(tmp_path / "lbs1.json"), cwd=tmp_path)
+    out = run(str(ROOT / "search" / "run.py"), "--mode", "lbs-1", "--blueprint", "checkpoints/bp.pt",
+              "--belief", "checkpoints/bel.pt", "--games", "1", "--rollouts", "40", "--min_rollouts", "10",
+              "--device", "cpu", "--no_progress", "--out", str(tmp_path / "lbs1.json"), cwd=tmp_path)
     assert "lbs-1" in out and (tmp_path / "lbs1.json").is_file()
