@@ -44,6 +44,10 @@ class Phase:
     """imitate: fresh demonstrator games recorded at a time (each used once, in batches of batch_size)"""
     eps_base: float | None = None
     """values / improve: the behaviour's Ape-X exploration base (None: actor.eps_base)"""
+    fit_games: int = 0
+    """values: before the first TD update, the dueling value stream and the advantages' scale are fitted by
+    least squares to the returns of this many of the network's own greedy games (lbs.rl.values.
+    fit_value_head), so TD starts from values of the right size with every greedy move kept; 0: no fit"""
     n_step: int | None = None
     """values / improve: steps of the TD target (None: TrainConfig.n_step). A values phase learns faster with
     long ones: its returns stop where the behaviour explored anyway, and need no bootstrap to be right"""
@@ -61,6 +65,7 @@ class Phase:
         check(self, "dagger", 0 <= self.dagger <= 1, "in [0, 1]")
         check(self, "chunk", is_int(self.chunk) and self.chunk >= 1, "an int >= 1")
         check(self, "eps_base", self.eps_base is None or 0 <= self.eps_base <= 1, "in [0, 1] (or None)")
+        check(self, "fit_games", is_int(self.fit_games) and self.fit_games >= 0, "an int >= 0")
         check(self, "n_step", self.n_step is None or (is_int(self.n_step) and self.n_step >= 1),
               "an int >= 1 (or None)")
         for name in ("bomb_weight", "anchor_weight", "anchor_margin"):
@@ -288,8 +293,8 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=4000, dagger=0.5),
             Phase("imitate", updates=7500, dagger=0.5, bomb_weight=2.0),
             Phase("imitate", updates=7500, lr=3e-4, dagger=0.5, bomb_weight=2.0),
-            Phase("values", updates=3000, lr=1e-4, eps_base=0.3, n_step=80, anchor_weight=1.0,
-                  anchor_margin=0.05),
+            Phase("values", updates=3000, lr=1e-4, eps_base=0.3, n_step=80, fit_games=2048, anchor_weight=5.0,
+                  anchor_margin=0.2),
         ),
         eval_every=1000,
         eval_games=1000,
@@ -310,9 +315,9 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=3000, dagger=0.5, chunk=4096),
             Phase("imitate", updates=6000, dagger=0.5, bomb_weight=2.0, chunk=4096),
             Phase("imitate", updates=6000, lr=3e-4, dagger=0.5, bomb_weight=2.0, chunk=4096),
-            Phase("values", updates=5000, lr=1e-4, eps_base=0.3, n_step=80, anchor_weight=1.0,
-                  anchor_margin=0.05),
-            Phase("improve", updates=100_000, lr=6.25e-5, anchor_weight=1.0, anchor_margin=0.05),
+            Phase("values", updates=5000, lr=1e-4, eps_base=0.3, n_step=80, fit_games=8192, anchor_weight=5.0,
+                  anchor_margin=0.2),
+            Phase("improve", updates=100_000, lr=6.25e-5, anchor_weight=5.0, anchor_margin=0.2),
         ),
         eval_every=1000,
         eval_games=2000,
@@ -334,8 +339,9 @@ PRESETS: dict[str, TrainConfig] = {
         updates_per_round=4,
         phases=(
             Phase("imitate", updates=300, dagger=0.5, chunk=128),
-            Phase("values", updates=300, eps_base=0.3, n_step=40, anchor_weight=1.0, anchor_margin=0.05),
-            Phase("improve", updates=300, lr=3e-4, anchor_weight=1.0, anchor_margin=0.05),
+            Phase("values", updates=300, eps_base=0.3, n_step=40, fit_games=256, anchor_weight=5.0,
+                  anchor_margin=0.2),
+            Phase("improve", updates=300, lr=3e-4, anchor_weight=5.0, anchor_margin=0.2),
         ),
         eval_every=100,
         eval_games=500,

@@ -42,7 +42,7 @@ from .imitation import batch_order, fresh_games
 from .learner import Learner
 from .replay import PrioritizedReplay
 from .selfplay import SelfPlay
-from .values import value_check
+from .values import fit_value_head, value_check
 
 __all__ = ["PRESETS", "Phase", "TrainConfig", "Trainer", "apply_preset"]
 
@@ -124,6 +124,12 @@ class Trainer:
         self.phase = index
         if not phase.learns_values:
             return
+        if done == 0 and phase.fit_games:
+            fit = fit_value_head(self.cfg.game, self.learner.module, phase.fit_games, self.cfg.seed,
+                                 self.cfg.gamma, self.device)
+            self.learner.target.load_state_dict(self.learner.module.state_dict())
+            say(f"phase {index} ({phase.kind}): value stream fitted on {phase.fit_games} greedy games, "
+                f"advantages scaled by {fit['advantage_scale']:.4f}, RMS error {fit['rms']:.3f}")
         if done == 0 and (phase.kind == "values" or phase.anchor_weight > 0):
             self.learner.hold()
         weights = self.learner.anchor if phase.kind == "values" else self.learner.module

@@ -15,13 +15,89 @@ import math
 import torch
 
 from ..acting import greedy, play
-from ..hanabi import engine
+from ..hanabi import engine, public_features
 from ..hanabi.config import GameConfig
 from ..seeding import Stream, game_seeds, pack
+from .actors import ActorConfig, run_round
+from .r2d2 import players_as_rows, rows_as_players
 
 HELD_OUT_START = 1 << 20
 """The value check's deals: games from here on of the blueprint validation stream, which no evaluation
 reaches (they play its first games)."""
+FIT_START = 1 << 30
+"""The value fit's deals: games from here on of the blueprint training stream, which no actor reaches."""
+FIT_CHUNK = 512
+"""Games played at once by the value fit (bounds the recorded episodes' memory)."""
+
+
+def returns_to_go(reward: torch.Tensor, gamma: float) -> torch.Tensor:
+    """G_t = sum_k gamma^k r_{t+k}: [N, T] -> [N, T] (a reverse scan over steps, every game at once)."""
+    out = torch.zeros_like(reward)
+    acc = torch.zeros_like(reward[:, 0])
+    for t in range(reward.shape[1] - 1, -1, -1):
+        acc = reward[:, t] + gamma * acc
+        out[:, t] = acc
+    return out
+
+
+def _regressors(net, game: GameConfig, eps: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[N, T, H + 2] what the VDN sum of the moves' Q is linear in, given the trunk: per step, the sum over
+    seats of the head's input features, of 1 (the value stream's bias), and of the advantage of the move made
+    (less the mean over the legal moves, as QHead takes it)."""
+    priv, legal = players_as_rows(eps["priv"].float()), players_as_rows(eps["legal"])
+    feats = {}
+    hook = net.head.register_forward_hook(lambda mod, inp, out: feats.update(o=inp[0]))
+    net(priv, public_features(game, priv), legal, net.initial_state(priv.shape[0], priv.device))
+    hook.remove()
+    o = feats["o"]
+    a = net.head(o, legal) - net.head.value(o)
+    made = a.gather(-1, players_as_rows(eps["action"]).long()[..., None]).double()
+    x = torch.cat([o.double(), torch.ones_like(made), made], -1)  # [N * P, T, H + 2]
+    return rows_as_players(x, eps["legal"].shape[0]).sum(2)
+
+
+@torch.no_grad()
+def fit_value_head(game: GameConfig, net, games: int, seed: int, gamma: float,
+                   device: torch.device | str = "cpu", ridge: float = 1e-3, min_scale: float = 1e-3) -> dict:
+    """Make an imitation network's Q the scale of values without moving a greedy choice: the dueling value
+    stream and one positive scale of the advantage stream are refitted by least squares (a small ridge), every
+    other weight as it was, so that the VDN sum of Q predicts the discounted points to come in `games` of the
+    net's own greedy games. Adding one number to every move of a state and scaling its advantages by a
+    positive number leave its best move as it was. TD learning then starts from values of the right size
+    (Adam moves a bias by about its rate per step: a logit's offset would take tens of thousands). Returns
+    what was fitted (the advantage scale and the fit's RMS error)."""
+    if getattr(net.head, "value", None) is None:
+        raise ValueError("a value fit needs a dueling network (NetConfig.dueling)")
+    dev = torch.device(device)
+    h = net.head.adv.in_features
+    xtx = torch.zeros(h + 2, h + 2, dtype=torch.float64, device=dev)
+    xty = torch.zeros(h + 2, dtype=torch.float64, device=dev)
+    yy, n = 0.0, 0
+    was = net.training
+    net.eval()
+    for first in range(0, games, FIT_CHUNK):
+        k = min(FIT_CHUNK, games - first)
+        seeds = game_seeds(Stream.BLUEPRINT_TRAIN, seed, k, start=FIT_START + first, device=dev)
+        eps, _ = run_round(game, net.step, lambda rows: net.initial_state(rows, dev), seeds, 0,
+                           ActorConfig(num_games=k, max_len=0))
+        mask = eps["mask"]
+        x, y = _regressors(net, game, eps)[mask], returns_to_go(eps["reward"].double(), gamma)[mask]
+        xtx += x.T @ x
+        xty += x.T @ y
+        yy, n = yy + float(y @ y), n + y.shape[0]
+    net.train(was)
+    eye = torch.eye(h + 2, dtype=torch.float64, device=dev) * ridge * n
+    eye[-2, -2] = eye[-1, -1] = 0.0  # no shrinkage of the bias or the scale
+    w = torch.linalg.solve(xtx + eye, xty)
+    if w[-1] <= min_scale:  # the scale must stay positive for the moves to stay: held there, the rest again
+        rest = torch.linalg.solve(xtx[:-1, :-1] + eye[:-1, :-1], xty[:-1] - min_scale * xtx[:-1, -1])
+        w = torch.cat([rest, rest.new_tensor([min_scale])])
+    sse = yy - 2 * float(w @ xty) + float(w @ xtx @ w)
+    net.head.value.weight.copy_(w[:h].float()[None])
+    net.head.value.bias.fill_(float(w[h]))
+    net.head.adv.weight.mul_(float(w[-1]))
+    net.head.adv.bias.mul_(float(w[-1]))
+    return {"advantage_scale": float(w[-1]), "rms": (max(sse, 0.0) / max(n, 1)) ** 0.5, "steps": float(n)}
 
 
 def _both(net, anchor, moves: list[torch.Tensor]):

@@ -13,8 +13,8 @@ from lbs.models import load_belief, load_blueprint
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = ('[{"kind": "imitate", "updates": 16, "dagger": 0.5, "chunk": 32}, '
-         '{"kind": "values", "updates": 16, "eps_base": 0.3, "n_step": 40, "anchor_weight": 1.0, '
-         '"anchor_margin": 0.05}]')
+         '{"kind": "values", "updates": 16, "eps_base": 0.3, "n_step": 40, "fit_games": 64, '
+         '"anchor_weight": 5.0, "anchor_margin": 0.2}]')
 
 
 def run(*args: str, cwd: Path) -> str:
