@@ -274,9 +274,9 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     # The shipped blueprint (checkpoints/blueprint_2p.pt): the full 2-player game on one CPU core. Imitation
     # of SmartBot on fresh games (DAgger on half of them; losing plays weighed from update 4,000; the rate
-    # lowered for the last 7,500), then the network's own action values by TD with its moves held, then
-    # R2D2 improvement with the hold decaying (best.pt keeps it only if it scores higher). The imitation
-    # schedule is the one measured in experiments/results/imitation/ (22.08 at 18,936 updates).
+    # lowered for the last 7,500), then the network's own action values by TD with its moves held (values
+    # phase settings as measured in experiments/results/values/). The imitation schedule is the one measured
+    # in experiments/results/imitation/ (22.08 at 18,936 updates).
     "recipe": TrainConfig(
         net=NetConfig(hidden=128, lstm_layers=2, mlp_layers=2, counting=True, hint_facts=True,
                       discard_facts=True),
@@ -293,7 +293,7 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=4000, dagger=0.5),
             Phase("imitate", updates=7500, dagger=0.5, bomb_weight=2.0),
             Phase("imitate", updates=7500, lr=3e-4, dagger=0.5, bomb_weight=2.0),
-            Phase("values", updates=3000, lr=1e-4, eps_base=0.3, n_step=80, fit_games=2048, anchor_weight=5.0,
+            Phase("values", updates=1500, lr=3e-4, eps_base=0.3, n_step=80, fit_games=2048, anchor_weight=5.0,
                   anchor_margin=0.2),
         ),
         eval_every=1000,
