@@ -1,5 +1,6 @@
 """Checks the scripts share for their flags, each written once: a bad value is one line naming the flag
-(ValueError), raised before any work; and the blueprint flags every script that loads one reads alike."""
+(ValueError), raised before any work; and the blueprint flags every script that loads one reads alike.
+(Files a script reads are checked where they are read: lbs.ckpt.read_file.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from .runs import make_folder
 from .seeding import MAX_SEED
 
 
@@ -45,7 +47,7 @@ def writable_file(path: str | Path, flag: str) -> Path:
     if folder is not None and not folder.is_dir():
         raise ValueError(f"{flag} {path}: {folder} is a file, not a folder")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)  # removed at exit if the run is refused before it writes there
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
         os.close(fd)
         os.unlink(probe)

@@ -6,7 +6,8 @@ life, so a second process on the same folder is refused in one line; a new run n
 that holds another run, nor a resume into a folder that holds a run other than its own. A resume reads a
 training state, never a weights-only (shipped) file; best.pt can be newer than the latest.pt a run resumes
 from, so the best so far is reconciled from both. A stop by a signal saves latest.pt, says so in one line
-and raises `Stopped`, whose signal gives the script its exit status.
+and raises `Stopped`, whose signal gives the script its exit status. Folders a process makes and leaves
+empty (a run refused after claiming its folder) are removed when it exits.
 """
 
 from __future__ import annotations
@@ -60,13 +61,49 @@ def default_out_dir(kind: str, preset: str) -> str:
     out, i = stamp, 1
     while True:
         try:
-            out.mkdir(parents=True)
+            make_folder(out, exist_ok=False)
             return str(out)
         except FileExistsError:
             i += 1
             out = stamp.with_name(f"{stamp.name}-{i}")
         except OSError as e:
             raise RunDirError(f"cannot make the run folder {out}: {e.strerror or e}") from None
+
+
+_MADE: list[Path] = []
+"""Folders this process made, outermost first: those still empty when it exits are removed (a run refused
+after it claimed or made its folder leaves nothing behind)."""
+
+
+def make_folder(path: str | Path, exist_ok: bool = True) -> Path:
+    """mkdir -p `path`, remembering each level this process made itself (removed at exit if still empty);
+    FileExistsError when the folder exists and not `exist_ok` (a claim, as default_out_dir makes one)."""
+    path = Path(path)
+    full = Path(os.path.abspath(path))
+    for attempt in range(3):
+        try:
+            for level in [*reversed(full.parents), full]:
+                try:
+                    os.mkdir(level)
+                except FileExistsError:
+                    if level == full and not (exist_ok and full.is_dir()):
+                        raise
+                    continue
+                _MADE.append(level)
+            return path
+        except FileNotFoundError:  # another process removed an empty parent between two levels: again
+            if attempt == 2:
+                raise
+    return path
+
+
+def _remove_empty_made() -> None:
+    for folder in reversed(_MADE):  # innermost first; a folder holding anything stays
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+    _MADE.clear()
 
 
 _HELD: dict[str, int] = {}
@@ -82,9 +119,12 @@ def hold(lock: Path, what: str) -> Path:
     key = str(Path(os.path.abspath(lock)))
     if key in _HELD:
         return lock
-    Path(key).parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        make_folder(Path(key).parent)
+        try:
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # another process removed the (empty) folder just now: make it again
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -117,6 +157,7 @@ def release(lock: Path) -> None:
 def _release_all() -> None:
     for key in list(_HELD):
         release(Path(key))
+    _remove_empty_made()  # after the locks: a refused run's folder held only its lock file
 
 
 def hold_folder(out: str | Path) -> None:
@@ -250,7 +291,7 @@ class Lifecycle:
     def begin(self, done: int, device: str) -> None:
         """Make the folder (rank 0 alone writes) and say where the run starts."""
         if process_rank() == 0:
-            self.out.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out)
         say(f"{self.kind} run in {self.out} from {self.unit} {done} on {device}")
 
     def end(self, reason: str, done: int, saved: Path) -> None:
