@@ -168,7 +168,7 @@ def checked(args) -> None:
     for flag, value in (("--games", args.games), ("--batch-games", args.batch_games),
                         ("--max-rows", args.max_rows)):
         cli.at_least(flag, value, 1)
-    cli.at_least("--first-game", args.first_game, 0)
+    cli.games(args.games, args.first_game)
     cli.seed("--seed", args.seed)
     cli.threads(args.threads)
 

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from .runs import make_folder
-from .seeding import MAX_SEED
+from .seeding import MAX_INDEX, MAX_SEED
 
 
 def threads(n: int) -> int:
@@ -35,6 +35,19 @@ def seed(flag: str, value: int) -> int:
     if not 0 <= value <= MAX_SEED:
         raise ValueError(f"{flag} {value}: must be in 0..{MAX_SEED}")
     return value
+
+
+def games(games: int, first: int = 0, flag: str = "--games", first_flag: str = "--first-game") -> None:
+    """Game numbers first .. first+games-1: at least one game, and every number within the game index of
+    the seeds (lbs.seeding: 0..MAX_INDEX), so a huge count is refused now rather than overflowing or
+    playing for ever."""
+    if games < 1:
+        raise ValueError(f"{flag} {games}: must be >= 1")
+    if not 0 <= first <= MAX_INDEX:
+        raise ValueError(f"{first_flag} {first}: must be in 0..{MAX_INDEX} (the seeds' game index)")
+    if first + games - 1 > MAX_INDEX:
+        raise ValueError(f"{flag} {games}" + (f" from {first_flag} {first}" if first else "")
+                         + f": games beyond number {MAX_INDEX} (the seeds' game index) do not exist")
 
 
 def writable_file(path: str | Path, flag: str) -> Path:

@@ -196,7 +196,7 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
             raise ValueError(f"--games {args.games}, --batch-games {args.batch_games} and --groups "
                              f"{args.groups} must be >= 1")
         cli.at_least("--show", args.show, 0)
-        cli.at_least("--first-game", args.first_game, 0)
+        cli.games(args.games, args.first_game)
         cli.threads(args.threads)
         if args.profile and (args.groups > 1 or args.devices > 1):
             raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")
