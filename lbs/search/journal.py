@@ -84,15 +84,15 @@ class Journal:
             hold(self.path.with_name(self.path.name + ".lock"), f"the journal {self.path} of this search")
         self.games: dict[int, GameResult] = {}
         self.seconds_of: dict[int, float] = {}  # a game's share of its batch's seconds
-        skipped: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()  # lines skipped on reading, by why (a key of SKIPPED)
         for verdict, _, batch in self._lines():
             if verdict != "ok":
-                skipped[verdict] += 1
+                self.skipped[verdict] += 1
             for n, (seconds, result) in (batch or {}).items():
                 self.games[n], self.seconds_of[n] = result, seconds
-        self._clean = not skipped  # the file holds only valid lines of this command, each with its newline
-        if skipped and writer:
-            why = ", ".join(SKIPPED[k].format(n=n) for k, n in skipped.items())
+        self._clean = not self.skipped  # the file holds only valid lines of this command, each with a newline
+        if self.skipped and writer:
+            why = ", ".join(SKIPPED[k].format(n=n) for k, n in self.skipped.items())
             say(f"journal {self.path}: skipped {why}; kept {len(self.games)} finished games (the others are "
                 "played again)")
 
