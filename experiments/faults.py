@@ -68,6 +68,8 @@ class Tally:
     """outcomes other than the promised one (exit status, lines, a second holder let in, ...)"""
     lost: list[float] = field(default_factory=list)
     unit: str = ""
+    journals: int = 0
+    """of the files checked, search journals (read back line by line by their checksums)"""
     notes: list[str] = field(default_factory=list)
 
     def row(self) -> str:
@@ -145,7 +147,9 @@ def signals(tmp: Path) -> Tally:
         wait_for(lambda res=res: any(len(p.read_text().splitlines()) >= 2
                                      for p in res.parent.glob(".*.journal")), proc)
         stopped(t, proc, sig, "games finished and kept in", "search")
-        t.files += 1
+        for j in res.parent.glob(".*.journal"):
+            t.files, t.journals = t.files + 1, t.journals + 1
+            t.corrupt += journal_problems(j) > 0
     return t
 
 
@@ -161,31 +165,34 @@ def stopped(t: Tally, proc: subprocess.Popen, sig: signal.Signals, line: str, wh
 
 
 def search_kills(n: int, rng: random.Random, tmp: Path) -> Tally:
-    """kill -9 a search run at random moments and rerun the same command until it finishes; its games
-    must be those of an uninterrupted run."""
+    """kill -9 a search run at random moments while it plays (once its journal is there, so some kills land
+    mid-write) and rerun the same command until it finishes; its games must be those of an uninterrupted
+    run."""
     t = Tally("kill -9, search/run.py (rerun after each)", unit="s of play (the game in play)")
     games = 6
     res = tmp / "search_kill" / "r.json"
     for _ in range(n):
         proc = start([*SEARCH, "--games", str(games), "--out", str(res)], tmp)
-        time.sleep(rng.uniform(2.0, 12.0))
+        while proc.poll() is None and not list(res.parent.glob(".*.journal")):
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 2.0))
         proc.send_signal(signal.SIGKILL)
         killed = time.time()
         proc.communicate()
         t.injected += 1
         for j in res.parent.glob(".*.journal"):  # read back, as a rerun does (a torn last line is dropped)
-            t.files += 1
+            t.files, t.journals = t.files + 1, t.journals + 1
             t.lost.append(killed - j.stat().st_mtime)
             t.corrupt += journal_problems(j) > 0
-        if res.exists():
+        if res.exists():  # it finished before the kill: nothing to rerun
             break
-    r = subprocess.run([*SEARCH, "--games", str(games), "--out", str(res)], env=ENV, cwd=tmp,
-                       capture_output=True, text=True)
+    r = None if res.exists() else subprocess.run([*SEARCH, "--games", str(games), "--out", str(res)], env=ENV,
+                                                 cwd=tmp, capture_output=True, text=True)
     ref = tmp / "search_ref" / "r.json"
     subprocess.run([*SEARCH, "--games", str(games), "--out", str(ref)], env=ENV, cwd=tmp, capture_output=True)
     same = [g["record"] for g in json.loads(res.read_text())["games"]] == \
         [g["record"] for g in json.loads(ref.read_text())["games"]]
-    t.wrong += r.returncode != 0 or not same
+    t.wrong += (r is not None and r.returncode != 0) or not same
     t.files += 2
     t.notes.append(f"the rerun's {games} games {'equal' if same else 'DIFFER from'} an uninterrupted run's")
     return t
@@ -333,7 +340,7 @@ def journal_damage(tmp: Path) -> Tally:
     said = re.search(r"(\d+) of 4 games finished and kept", err)
     on_disk = sum(len(json.loads(x)["numbers"]) for x in journal.read_bytes().split(b"\n")[1:-1])
     t.injected += 1
-    t.files += 1
+    t.files, t.journals = t.files + 1, t.journals + 1
     t.corrupt += journal_problems(journal) > 0
     t.wrong += proc.returncode != 128 + signal.SIGTERM or said is None or int(said.group(1)) != on_disk
     t.notes.append(f"the stop line: {said.group(0) if said else tail(err)}, {on_disk} on disk")
@@ -360,7 +367,7 @@ def journal_damage(tmp: Path) -> Tally:
             journal.write_bytes(b"".join(x + b"\n" for x in rows))
         r = subprocess.run(cmd, env=ENV, cwd=tmp, capture_output=True, text=True)
         t.injected += 1
-        t.files += 1
+        t.files, t.journals = t.files + 2, t.journals + 1  # the damaged journal (the rerun's), the result
         said = [x for x in r.stderr.splitlines() if x.startswith(f"lbs: journal {journal}: skipped")]
         same = res.exists() and records(res) == records(ref)
         bad = r.returncode != 0 or "Traceback" in r.stderr or len(said) != 1 or not same or journal.exists()
@@ -437,8 +444,8 @@ def main() -> None:
         f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}.",
         f"- Command: `python {' '.join(sys.argv)}`; {time.time() - t0:.0f} s.",
         "- Files checked: every latest.pt / best.pt read back with its sha256 (ckpt.load), every search "
-        "journal read back line by line with its checksums and settings hash (journals checked: the search "
-        "rows' files); corrupt: any that fails (a journal: any line skipped but a last one cut short by the "
+        "journal read back line by line with its checksums and settings hash (journals checked: see the "
+        "totals); corrupt: any that fails (a journal: any line skipped but a last one cut short by the "
         "kill). Wrong: an outcome other than the promised one (exit 128 + signal and one stop line; a second "
         "holder refused in one line; same-second runs in two folders; a full disk in one line, never "
         "\"saved\"; a rerun's games equal to an uninterrupted run's; a damaged journal's bad lines skipped "
@@ -453,6 +460,10 @@ def main() -> None:
         "| fault | injected | files checked | corrupt | wrong | work lost | notes |",
         "|---|---|---|---|---|---|---|",
         *[t.row() for t in tallies],
+        "",
+        f"- Totals: {sum(t.injected for t in tallies)} faults injected; {sum(t.files for t in tallies)} "
+        f"files checked, {sum(t.journals for t in tallies)} of them search journals; "
+        f"{sum(t.corrupt for t in tallies)} corrupt; {sum(t.wrong for t in tallies)} broken promises.",
     ]
     write_result("\n".join(lines) + "\n", "faults", args.record, args.out, out)
     if any(t.corrupt or t.wrong for t in tallies):
