@@ -148,6 +148,7 @@ class Kept:
     journal: Journal | None = None
     """the mode in play's finished games"""
     games: int = 0
+    first: int = 0
     bar: Any = None
     """the progress bar, closed before the line"""
 
@@ -155,8 +156,9 @@ class Kept:
         parts = []
         if self.modes:
             parts.append(f"the finished modes ({', '.join(self.modes)}) are in {self.out}")
-        if self.journal is not None and self.journal.games:
-            parts.append(f"{len(self.journal.games)} of {self.games} games of the mode in play are kept in "
+        on_disk = self.journal.on_disk(range(self.first, self.first + self.games)) if self.journal else 0
+        if on_disk:
+            parts.append(f"{on_disk} of {self.games} games of the mode in play are kept in "
                          f"{self.journal.path}")
         if not parts:
             return "nothing finished, nothing kept"
@@ -168,7 +170,7 @@ def checked(args) -> None:
     for flag, value in (("--games", args.games), ("--batch-games", args.batch_games),
                         ("--max-rows", args.max_rows)):
         cli.at_least(flag, value, 1)
-    cli.at_least("--first-game", args.first_game, 0)
+    cli.games(args.games, args.first_game)
     cli.seed("--seed", args.seed)
     cli.threads(args.threads)
 
@@ -226,7 +228,9 @@ def run(args, state: Kept) -> None:
     searched = [m for m in args.modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
-                "belief": file_hash(args.belief) if args.belief else None}
+                "belief": file_hash(args.belief) if args.belief else None,  # and this command's table:
+                "games": args.games, "first_game": args.first_game, "modes": args.modes,
+                "record": args.record}
 
     journals: dict[str, Journal] = {}
 
@@ -246,9 +250,12 @@ def run(args, state: Kept) -> None:
             timing, before = Timing(), bar.n
             mine = setup.with_mode(mode, timing)
             search = {k: v for k, v in asdict(mine.cfg).items() if k not in ("max_rows", "cuda_graphs")}
-            state.journal = journals[mode] = Journal(args.out, f"table1-{mode}",
-                                                     {**identity, "mode": mode, "search": search})
-            state.games = args.games
+            try:
+                state.journal = journals[mode] = Journal(args.out, f"table1-{mode}",
+                                                         {**identity, "mode": mode, "search": search})
+            except ValueError as e:  # unreadable, or held by another run
+                sys.exit(f"table1: {e}")
+            state.games, state.first = args.games, args.first_game
             if state.journal.games:
                 tqdm.write(f"table1: {mode}: {len(state.journal.games)} of {args.games} games kept from an "
                            f"earlier run of this command ({state.journal.path}): playing the rest",

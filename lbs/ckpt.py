@@ -19,6 +19,7 @@ import io
 import json
 import os
 import pickle
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -96,23 +97,51 @@ def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
     return write_atomic(path, MAGIC + json.dumps(header).encode() + b"\n", body)
 
 
-def read_header(path: str | Path) -> dict | None:
-    """The JSON header of a format-2 file (kind, format, sha256, bytes), or None for a legacy file."""
-    with open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
-            return None
-        line = f.readline(4096)
+def read_file(path: str | Path, what: str = "checkpoint") -> bytes:
+    """The bytes of a file the user named (`what` it should be, for the message): a missing path, a folder,
+    something other than a regular file (a FIFO, a device: reading it could block or never end) or a file
+    this process may not read is a CheckpointError in one line. The read itself decides readability, not
+    the permission bits (root reads a chmod 000 file; nobody reads a write-only /proc file)."""
+    path = Path(path)
     try:
-        return json.loads(line)
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise CheckpointError(f"{what} not found: {path}") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise CheckpointError(f"{what} {path} is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(f"{what} {path} is not a regular file")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
+def _split_header(path: Path, data: bytes) -> tuple[dict | None, bytes]:
+    """(the JSON header of a format-2 file, its payload), or (None, the whole file) for a legacy one."""
+    if not data.startswith(MAGIC):
+        return None, data
+    line, _, body = data[len(MAGIC):].partition(b"\n")
+    try:
+        header = json.loads(line[:4096])
     except ValueError as e:
         raise CheckpointError(f"checkpoint {path} has a corrupt header: {e}") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"checkpoint {path} has a corrupt header: not a JSON object")
+    return header, body
 
 
-def _unpickle(path: Path, data: bytes | Path, map_location) -> Any:
-    src = io.BytesIO(data) if isinstance(data, bytes) else data
+def read_header(path: str | Path) -> dict | None:
+    """The JSON header of a format-2 file (kind, format, sha256, bytes), or None for a legacy file."""
+    return _split_header(Path(path), read_file(path))[0]
+
+
+def _unpickle(path: Path, data: bytes, map_location) -> Any:
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
-            return torch.load(src, map_location=map_location, weights_only=True)
+            return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise CheckpointError(
             f"refused to load {path}: it contains objects other than tensors and plain data, which could "
@@ -127,22 +156,15 @@ def load(
     """Read a checkpoint of the given kind; if `game` is given, its stored game config must equal it.
     The content hash is verified before the payload is read; nothing but weights and plain data loads."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    header = read_header(path)
-    if header is None:
-        blob = _unpickle(path, path, map_location)
-    else:
-        with open(path, "rb") as f:
-            f.readline()
-            body = f.read()
+    header, body = _split_header(path, read_file(path))
+    if header is not None:
         if header.get("format") != FORMAT_VERSION:
             raise CheckpointError(f"{path} has format {header.get('format')}, this lbs reads "
                                   f"{FORMAT_VERSION}")
         if len(body) != header.get("bytes") or hashlib.sha256(body).hexdigest() != header.get("sha256"):
             raise CheckpointError(f"checkpoint {path} is corrupt: its content does not match the sha256 in "
                                   "its header (truncated or modified after it was written)")
-        blob = _unpickle(path, body, map_location)
+    blob = _unpickle(path, body, map_location)
     if not isinstance(blob, dict) or "kind" not in blob:
         raise CheckpointError(f"{path} is not an lbs checkpoint (no 'kind' field)")
     if blob["kind"] != kind:
@@ -173,13 +195,10 @@ def _check_finite(path: Path, blob: dict) -> None:
                                       f"{key}.{name}: refused (the run that wrote it diverged)")
 
 
-def file_hash(path: str | Path) -> str:
-    """sha256 of a file, so a belief checkpoint can name the exact blueprint it was trained for."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def file_hash(path: str | Path, what: str = "checkpoint") -> str:
+    """sha256 of a file, so a belief checkpoint can name the exact blueprint it was trained for; a file that
+    cannot be read is a CheckpointError naming it as `what` (read_file)."""
+    return hashlib.sha256(read_file(path, what)).hexdigest()
 
 
 def half_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

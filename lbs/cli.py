@@ -1,5 +1,6 @@
 """Checks the scripts share for their flags, each written once: a bad value is one line naming the flag
-(ValueError), raised before any work; and the blueprint flags every script that loads one reads alike."""
+(ValueError), raised before any work; and the blueprint flags every script that loads one reads alike.
+(Files a script reads are checked where they are read: lbs.ckpt.read_file.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from .seeding import MAX_SEED
+from .runs import make_folder
+from .seeding import MAX_INDEX, MAX_SEED
 
 
 def threads(n: int) -> int:
@@ -35,6 +37,19 @@ def seed(flag: str, value: int) -> int:
     return value
 
 
+def games(games: int, first: int = 0, flag: str = "--games", first_flag: str = "--first-game") -> None:
+    """Game numbers first .. first+games-1: at least one game, and every number within the game index of
+    the seeds (lbs.seeding: 0..MAX_INDEX), so a huge count is refused now rather than overflowing or
+    playing for ever."""
+    if games < 1:
+        raise ValueError(f"{flag} {games}: must be >= 1")
+    if not 0 <= first <= MAX_INDEX:
+        raise ValueError(f"{first_flag} {first}: must be in 0..{MAX_INDEX} (the seeds' game index)")
+    if first + games - 1 > MAX_INDEX:
+        raise ValueError(f"{flag} {games}" + (f" from {first_flag} {first}" if first else "")
+                         + f": games beyond number {MAX_INDEX} (the seeds' game index) do not exist")
+
+
 def writable_file(path: str | Path, flag: str) -> Path:
     """A file this run will write at the end: its folder is made (or must be makeable) and must take a new
     file now, and the path must not be a folder, so an unwritable --out fails before the work."""
@@ -45,7 +60,7 @@ def writable_file(path: str | Path, flag: str) -> Path:
     if folder is not None and not folder.is_dir():
         raise ValueError(f"{flag} {path}: {folder} is a file, not a folder")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)  # removed at exit if the run is refused before it writes there
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
         os.close(fd)
         os.unlink(probe)

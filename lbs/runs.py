@@ -6,7 +6,10 @@ life, so a second process on the same folder is refused in one line; a new run n
 that holds another run, nor a resume into a folder that holds a run other than its own. A resume reads a
 training state, never a weights-only (shipped) file; best.pt can be newer than the latest.pt a run resumes
 from, so the best so far is reconciled from both. A stop by a signal saves latest.pt, says so in one line
-and raises `Stopped`, whose signal gives the script its exit status.
+and raises `Stopped`, whose signal gives the script its exit status; a stop that arrives while best.pt is
+written takes effect once the file is complete (`Lifecycle.write_best`), so a best found before the stop is
+on disk. Folders a process makes and leaves empty (a run refused after claiming its folder) are removed
+when it exits.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,13 +64,49 @@ def default_out_dir(kind: str, preset: str) -> str:
     out, i = stamp, 1
     while True:
         try:
-            out.mkdir(parents=True)
+            make_folder(out, exist_ok=False)
             return str(out)
         except FileExistsError:
             i += 1
             out = stamp.with_name(f"{stamp.name}-{i}")
         except OSError as e:
             raise RunDirError(f"cannot make the run folder {out}: {e.strerror or e}") from None
+
+
+_MADE: list[Path] = []
+"""Folders this process made, outermost first: those still empty when it exits are removed (a run refused
+after it claimed or made its folder leaves nothing behind)."""
+
+
+def make_folder(path: str | Path, exist_ok: bool = True) -> Path:
+    """mkdir -p `path`, remembering each level this process made itself (removed at exit if still empty);
+    FileExistsError when the folder exists and not `exist_ok` (a claim, as default_out_dir makes one)."""
+    path = Path(path)
+    full = Path(os.path.abspath(path))
+    for attempt in range(3):
+        try:
+            for level in [*reversed(full.parents), full]:
+                try:
+                    os.mkdir(level)
+                except FileExistsError:
+                    if level == full and not (exist_ok and full.is_dir()):
+                        raise
+                    continue
+                _MADE.append(level)
+            return path
+        except FileNotFoundError:  # another process removed an empty parent between two levels: again
+            if attempt == 2:
+                raise
+    return path
+
+
+def _remove_empty_made() -> None:
+    for folder in reversed(_MADE):  # innermost first; a folder holding anything stays
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+    _MADE.clear()
 
 
 _HELD: dict[str, int] = {}
@@ -82,9 +122,12 @@ def hold(lock: Path, what: str) -> Path:
     key = str(Path(os.path.abspath(lock)))
     if key in _HELD:
         return lock
-    Path(key).parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        make_folder(Path(key).parent)
+        try:
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # another process removed the (empty) folder just now: make it again
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -117,6 +160,7 @@ def release(lock: Path) -> None:
 def _release_all() -> None:
     for key in list(_HELD):
         release(Path(key))
+    _remove_empty_made()  # after the locks: a refused run's folder held only its lock file
 
 
 def hold_folder(out: str | Path) -> None:
@@ -164,6 +208,27 @@ def stop_reason(exc: BaseException, sigterm: bool = False) -> tuple[str, Stopped
     return f"stopped by an error ({type(exc).__name__})", None
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block are held and delivered, to the handlers in place
+    before it, when the block ends: a write begun is finished before a stop takes effect. (SIGKILL still
+    ends a write that hangs; outside the main thread, where no handler runs, nothing is held.)"""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or any(
+            signal.getsignal(s) is None for s in sigs):  # a handler set outside Python cannot be put back
+        yield
+        return
+    held: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if held:
+            signal.raise_signal(held[0])  # its handler runs now (Ctrl-C: KeyboardInterrupt from here)
+
+
 class StopSignals:
     """Signals that stop a loop the run owns. One process: SIGTERM raises Stopped at once, like Ctrl-C (the
     loop's finally writes latest.pt). Several (DDP): SIGTERM and SIGINT are only recorded in `pending`; the
@@ -190,7 +255,7 @@ class StopSignals:
         return lambda: [signal.signal(s, h) for s, h in old.items()]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Lifecycle:
     """One training run's folder and the steps of its life that every trainer shares."""
 
@@ -200,6 +265,8 @@ class Lifecycle:
     """the run folder: latest.pt, best.pt and the W&B files"""
     unit: str
     """what the run counts ("update", "step"); its config's total is the field total_<unit>s"""
+    best_written: str = ""
+    """what best.pt holds when this process wrote it (write_best), for the closing line; "" before that"""
 
     def check_folder(self, resuming: bool | str | Path, overwrite: bool) -> None:
         """Lock the folder for this process, then refuse it if it holds another run (see check_out_dir);
@@ -239,6 +306,20 @@ class Lifecycle:
         theirs = read(ckpt.load(path, self.kind, game=game))
         return theirs if better(theirs, mine) else mine
 
+    def write_best(self, write: Callable[[], Any], undo: Callable[[], Any], what: str) -> None:
+        """Write best.pt (`write`, the run's record already set to the new best, which the file carries) to
+        its end: a stop signal that arrives meanwhile is held and takes effect once the file is complete, so
+        a best found before a stop is on disk when the process exits, and the closing line names it
+        (`what`, e.g. "eval mean 21.3 at update 400"). A write that fails (a full disk) calls `undo`, so the
+        run never records a best that no file holds, and raises."""
+        with signals_held():
+            try:
+                write()
+            except BaseException:
+                undo()
+                raise
+            self.best_written = what
+
     def finished(self, done: int, total: int) -> bool:
         """True (and said) when a resumed run already reached its total: there is nothing to do."""
         if done < total:
@@ -250,12 +331,14 @@ class Lifecycle:
     def begin(self, done: int, device: str) -> None:
         """Make the folder (rank 0 alone writes) and say where the run starts."""
         if process_rank() == 0:
-            self.out.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out)
         say(f"{self.kind} run in {self.out} from {self.unit} {done} on {device}")
 
     def end(self, reason: str, done: int, saved: Path) -> None:
-        """The run's closing line: why it ended, where, and the file that holds it."""
-        say(f"{reason} at {self.unit} {done}: saved {saved}")
+        """The run's closing line: why it ended, where, the file that holds it, and the best this process
+        wrote to best.pt (a stop never drops it: write_best)."""
+        best = f"; best.pt holds the best so far ({self.best_written})" if self.best_written else ""
+        say(f"{reason} at {self.unit} {done}: saved {saved}{best}")
 
     def wandb_settings(self, project: str, group: str, mode: str, run_id: str | None,
                        tags: list[str]) -> dict[str, Any]:

@@ -157,11 +157,15 @@ def result_file(args: argparse.Namespace, mode: Mode) -> Path:
 
 
 def journal_key(mode: Mode, args: argparse.Namespace, setup) -> dict:
-    """What decides every game's moves (not how fast they are played): a rerun with these plays the same."""
+    """The command a journal belongs to: what decides every game's moves (not how fast they are played),
+    which games it plays and the result it writes (--out as given: a default one is timestamped), so only
+    the same command run again uses (and at its end deletes) the journal."""
     search = {k: v for k, v in dataclasses.asdict(setup.cfg).items() if k not in ("max_rows", "cuda_graphs")}
     belief = args.belief if mode.sampler is Sampler.BELIEF else None
     return {"mode": str(mode), "seed": args.seed, "game": setup.game.to_dict(), "search": search,
-            "blueprint": blueprint_identity(args.blueprint), "belief": file_hash(belief) if belief else None}
+            "blueprint": blueprint_identity(args.blueprint), "belief": file_hash(belief) if belief else None,
+            "games": args.games, "first_game": args.first_game,
+            "out": str(Path(args.out).resolve()) if args.out else None}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -179,8 +183,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def stop_line(how: str, args: argparse.Namespace, journal: Journal | None) -> str:
-    """What a stop kept, in one line."""
-    kept = sum(n < args.games for n in journal.games) if journal is not None else 0
+    """What a stop kept, in one line: the games the journal holds on disk now."""
+    mine = range(args.first_game, args.first_game + args.games)
+    kept = journal.on_disk(mine) if journal is not None else 0
     if not kept:
         return f"stopped by {how} before any game finished: nothing kept"
     return (f"stopped by {how}: {kept} of {args.games} games finished and kept in {journal.path}; run the "
@@ -196,7 +201,7 @@ def play(args: argparse.Namespace, kept: list[Journal]) -> None:
             raise ValueError(f"--games {args.games}, --batch-games {args.batch_games} and --groups "
                              f"{args.groups} must be >= 1")
         cli.at_least("--show", args.show, 0)
-        cli.at_least("--first-game", args.first_game, 0)
+        cli.games(args.games, args.first_game)
         cli.threads(args.threads)
         if args.profile and (args.groups > 1 or args.devices > 1):
             raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")

@@ -52,9 +52,28 @@ def nan_copy(src: Path, dst: Path, kind: str, key: str, value: float) -> Path:
     return ckpt.save(dst, kind, {k: v for k, v in blob.items() if k not in ("kind", "format")})
 
 
+def unreadable(tmp: Path) -> Path:
+    """A regular file this process cannot read, also as root (which reads past a chmod 000): the chmod 000
+    copy when that is enough, else a write-only /proc file, which root cannot read either."""
+    locked = tmp / "locked.pt"
+    locked.write_bytes(BP.read_bytes())
+    locked.chmod(0)
+    for path in (locked, Path("/proc/sys/vm/drop_caches")):
+        try:
+            path.open("rb").close()
+        except PermissionError:
+            return path
+    raise AssertionError("no unreadable file to test with")
+
+
+BIG = [str(2**32), str(2**64)]
+"""Game numbers past the seeds' game index (0 .. 2**32 - 1)."""
+
+
 def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
     """script -> (argv, what its one line must say)."""
     nan_bp = nan_copy(BP, tmp / "nan_bp.pt", "blueprint", "model", float("nan"))
+    locked = unreadable(tmp)
     inf_belief = nan_copy(BELIEF, tmp / "inf_belief.pt", "belief", "state_dict", float("inf"))
     not_table = tmp / "search.json"
     not_table.write_text(json.dumps({"summary": {}, "games": []}))
@@ -74,6 +93,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             (["--out_dir", str(tmp / "a_file" / "run")], "cannot write the run folder"),
             (["--resume", str(tmp / "missing.pt")], "not found"),
             (["--resume", str(nan_bp), "--out_dir", str(tmp / "r1")], "non-finite weights"),
+            (["--resume", str(locked)], "Permission denied"),
+            ([*run, "--init", str(tmp)], "is a folder, not a file"),
         ],
         "train/belief.py": [
             ([*run, "--blueprint", str(BP), "--device", "gpu9"], "device='gpu9'"),
@@ -88,6 +109,10 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*run, "--blueprint", "smartbot", "--players", "7"], "players=7"),
             ([*run, "--blueprint", str(BP), "--players", "3"], "is a 2-player blueprint"),
             (["--blueprint", str(BP), "--out_dir", "/proc/lbs-belief"], "cannot write the run folder"),
+            ([*run, "--blueprint", str(BP), "--init", str(locked)], "Permission denied"),
+            ([*run, "--blueprint", str(locked)], "Permission denied"),
+            (["--resume", str(BELIEF), "--preset", "paper"], "--preset with --resume"),
+            (["--resume", str(BELIEF), "--init", str(BELIEF)], "--init with --resume"),
         ],
         "train/score.py": [
             ([str(BP), "--device", "gpu9"], "--device gpu9"),
@@ -100,6 +125,9 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([str(tmp / "missing.pt")], "not found"),
             ([str(BP), "--players", "3"], "is a 2-player blueprint"),
             (["smartbot", "--players", "6"], "players=6"),
+            ([str(locked)], "Permission denied"),
+            ([str(BP), "--belief", str(locked)], "Permission denied"),
+            ([str(BP), "--games", BIG[1]], f"--games {BIG[1]}"),
         ],
         "search/run.py": [
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),
@@ -117,6 +145,9 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
              "non-finite weights"),
             (["--mode", "lbs-1", "--blueprint", str(BP), "--belief", str(inf_belief), "--out",
               str(tmp / "s.json")], "non-finite weights"),
+            ([*PAIR[:2], "--belief", str(locked), "--out", str(tmp / "s.json")], "Permission denied"),
+            ([*PAIR, "--first-game", BIG[0]], f"--first-game {BIG[0]}"),
+            ([*PAIR, "--games", BIG[0], "--first-game", "1"], f"--games {BIG[0]} from --first-game 1"),
         ],
         "experiments/table1.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
@@ -130,6 +161,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             (["--combine", str(not_table)], "is not a table1 result"),
             ([*PAIR, "--record", "../../x"], "--record '../../x'"),
             ([*PAIR, "--out", "/etc/hostname"], "/etc/hostname is a file, not a folder"),
+            (["--blueprint", str(locked), "--belief", str(BELIEF)], "Permission denied"),
+            ([*PAIR, "--games", BIG[1]], f"--games {BIG[1]}"),
         ],
         "experiments/diagnose_lbs.py": [
             ([*PAIR, "--games", "0"], "--games 0"),
@@ -160,19 +193,24 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
     }
 
 
+def run_cases(script: str, argvs: list[list[str]], cwd: Path) -> list[tuple[int, str]]:
+    """(exit code, stderr) of each invocation of `script`, all in one Python process (HARNESS)."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-c", HARNESS, str(ROOT / script), json.dumps(argvs)],
+                       capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [tuple(x) for x in json.loads(r.stdout.splitlines()[-1])]
+
+
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory) -> list[tuple[str, list[str], str, int, str]]:
     """(script, argv, expected words, exit code, stderr) of every case; the scripts run one at a time."""
     tmp = tmp_path_factory.mktemp("bad")
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     rows = []
     for script, table in cases(tmp).items():
-        argvs = json.dumps([a for a, _ in table])
-        r = subprocess.run([sys.executable, "-c", HARNESS, str(ROOT / script), argvs],
-                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        for (argv, want), (code, err) in zip(table, json.loads(r.stdout.splitlines()[-1]), strict=True):
+        results = run_cases(script, [a for a, _ in table], tmp)
+        for (argv, want), (code, err) in zip(table, results, strict=True):
             rows.append((script, argv, want, code, err))
     return rows
 
@@ -186,3 +224,19 @@ def test_each_bad_invocation_is_one_line_and_a_non_zero_exit(refusals):
              for script, argv, want, code, err in refusals
              if code == 0 or len(err.strip().splitlines()) != 1 or want not in err]
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_refused_run_leaves_no_folder_behind(tmp_path):
+    """Refused after the run folder or the result's folder was made (a resume of a weights-only file, a
+    default run folder and a wrong --init, a missing belief): one line each, and no folder left."""
+    blueprint = run_cases("train/blueprint.py", [
+        ["--resume", str(BP), "--out_dir", str(tmp_path / "new" / "run")],
+        ["--init", str(BELIEF)],  # its default folder runs/blueprint/tiny-<time> is made first
+    ], tmp_path)
+    search = run_cases("search/run.py", [
+        ["--mode", "lbs-1", "--blueprint", str(BP), "--belief", str(tmp_path / "missing.pt"), "--out",
+         str(tmp_path / "deep" / "er" / "r.json")],
+    ], tmp_path)
+    assert [code for code, _ in blueprint + search] == [1, 1, 1]
+    assert all(len(err.strip().splitlines()) == 1 for _, err in blueprint + search)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

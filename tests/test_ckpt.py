@@ -109,3 +109,23 @@ def test_permissions_and_stale_temp_files(tmp_path):
     os.umask(mask)
     assert p.stat().st_mode & 0o777 == 0o666 & ~mask
     assert ckpt.read_header(p)["kind"] == "blueprint"
+
+
+def test_a_path_that_cannot_be_read_is_one_line_naming_it(tmp_path):
+    """A folder, a FIFO (reading one would block) and a file this process may not read: refused before any
+    read, whoever runs it (root reads past a chmod 000, not past a write-only /proc file)."""
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    locked = tmp_path / "locked.pt"
+    ckpt.save(locked, "blueprint", {"v": 1}).chmod(0)
+    try:
+        locked.open("rb").close()
+        locked = "/proc/sys/vm/drop_caches"  # root: a file that not even root may read
+    except PermissionError:
+        pass
+    for path, why in ((tmp_path, "is a folder, not a file"), (fifo, "is not a regular file"),
+                      (locked, "Permission denied")):
+        for read in (lambda p: ckpt.load(p, "blueprint"), ckpt.file_hash):
+            with pytest.raises(ckpt.CheckpointError, match=why) as e:
+                read(path)
+            assert str(path) in str(e.value) and len(str(e.value).splitlines()) == 1

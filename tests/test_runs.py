@@ -148,4 +148,20 @@ def test_a_trainer_on_a_held_folder_is_refused_in_one_line(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f"blueprint: run folder {out} is in use by another process (pid {proc.pid}); wait for it to end or "
         "choose another"]
-    assert sorted(p.name for p in out.iterdir()) == []  # the holder's lock went with it
+    assert not out.exists()  # the holder made the folder; its lock went with it, and so did the empty folder
+
+
+def test_folders_a_refused_process_made_are_gone_when_it_exits(tmp_path):
+    """A process that made a run folder (and its parents) and was then refused leaves no empty folder; a
+    folder that was there before, or that holds a file, stays."""
+    import subprocess
+    import sys
+
+    (tmp_path / "kept").mkdir()
+    code = ("import sys; from lbs.runs import hold_folder, make_folder; hold_folder(sys.argv[1]); "
+            "make_folder(sys.argv[2]); open(sys.argv[2] + '/f', 'w').close(); make_folder(sys.argv[3]); "
+            "sys.exit('refused')")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a" / "b" / "run"), str(tmp_path / "full"),
+                        str(tmp_path / "kept")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip() == "refused"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "kept"]

@@ -95,7 +95,7 @@ def test_a_journal_on_a_full_disk_keeps_the_games_before(tmp_path, monkeypatch):
 
 def _torn_open(real):
     """open() whose binary writes stop half-way with ENOSPC (a line torn by a full disk)."""
-    return _tearing(real, lambda mode: "b" in mode and ("w" in mode or "+" in mode))
+    return _tearing(real, lambda mode: "b" in mode and any(c in mode for c in "wa+"))
 
 
 def test_a_stop_during_the_best_write_keeps_the_old_best(tmp_path, monkeypatch):
@@ -122,20 +122,53 @@ def test_a_stop_during_the_best_write_keeps_the_old_best(tmp_path, monkeypatch):
     assert ckpt.load(t.save("latest.pt"), "blueprint")["best"] == -math.inf
 
 
-def test_a_belief_stop_during_the_best_write_keeps_the_old_best(tmp_path):
+def _belief_validation(tmp_path, save_checkpoint):
+    """A belief run's validation callback at step 20 that finds NLL 2.0 below the best so far (3.0 at step
+    10), writing best.pt with `save_checkpoint`; (callback, module, trainer, lifecycle)."""
     from lbs.belief.trainer import _Validation
+    from lbs.runs import Lifecycle
 
+    life = Lifecycle("belief", tmp_path, "step")
     module = SimpleNamespace(best_val=3.0, best_step=10, model=None)
-
-    def save_checkpoint(path, weights_only=False):
-        raise KeyboardInterrupt
-
     trainer = SimpleNamespace(global_step=20, logger=None, save_checkpoint=save_checkpoint)
     val = _Validation(lambda m: SimpleNamespace(nll_learned=2.0, nll_counting=0, nll_grounded=0),
-                      tmp_path / "best.pt", 10)
-    with pytest.raises(KeyboardInterrupt):
+                      tmp_path / "best.pt", 10, life)
+    return val, module, trainer, life
+
+
+def test_a_belief_best_write_that_fails_keeps_the_old_best(tmp_path):
+    def save_checkpoint(path, weights_only=False):
+        raise ckpt.SaveError(f"could not write {path}: No space left on device; nothing was written")
+
+    val, module, trainer, life = _belief_validation(tmp_path, save_checkpoint)
+    with pytest.raises(ckpt.SaveError):
         val.on_train_batch_end(trainer, module, None, None, 0)
-    assert (module.best_val, module.best_step) == (3.0, 10)
+    assert (module.best_val, module.best_step) == (3.0, 10) and life.best_written == ""
+
+
+def test_a_stop_during_the_belief_best_write_takes_effect_once_best_pt_is_complete(tmp_path, capsys):
+    """Ctrl-C arrives while best.pt is written: the write finishes, the new best is recorded, then the stop
+    goes on (KeyboardInterrupt) and the closing line names the best that best.pt holds."""
+    import signal
+
+    def save_checkpoint(path, weights_only=False):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C mid-write
+        best = {"best_nll": module.best_val, "best_step": module.best_step}
+        ckpt.save(path, "belief", {"validation": best})
+
+    val, module, trainer, life = _belief_validation(tmp_path, save_checkpoint)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a script, whatever runs tests
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            val.on_train_batch_end(trainer, module, None, None, 0)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (module.best_val, module.best_step) == (2.0, 20)
+    assert ckpt.load(tmp_path / "best.pt", "belief")["validation"] == {"best_nll": 2.0, "best_step": 20}
+    life.end("stopped by Ctrl-C", 20, tmp_path / "latest.pt")
+    assert capsys.readouterr().err.strip().endswith(
+        "saved " + str(tmp_path / "latest.pt") + "; best.pt holds the best so far (validation NLL per card "
+        "2.0000 at step 20)")
 
 
 def test_a_belief_save_on_a_full_disk_is_never_called_saved(tmp_path):
@@ -181,4 +214,6 @@ def test_journal_lines_are_json(tmp_path):
 
     j = Journal(tmp_path, "x", {"a": 1})
     j.append([], 0.0, [])
-    assert json.loads(j.path.read_text().splitlines()[0]) == {"key": {"a": 1}}
+    head, batch = (json.loads(x) for x in j.path.read_text().splitlines())
+    assert head["key"] == {"a": 1} and batch["numbers"] == [] and head["settings"] == batch["settings"]
+    assert all(len(row["sha256"]) == 64 for row in (head, batch))

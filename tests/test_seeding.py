@@ -112,3 +112,21 @@ def test_trainers_evaluation_and_reshuffles_never_share_a_deal_stream(dealt, tmp
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             assert not keys[a] & keys[b], (a, b)
+
+
+def test_game_numbers_past_the_seeds_index_are_refused_before_any_game():
+    from lbs import cli
+
+    last = seeding.MAX_INDEX
+    cli.games(1, last)  # the last game there is
+    cli.games(last + 1)  # every game from 0
+    for games, first, words in ((0, 0, "--games 0: must be >= 1"),
+                                (2, last, f"--games 2 from --first-game {last}"),
+                                (2**64, 0, f"--games {2**64}: games beyond number {last}"),
+                                (1, 2**32, f"--first-game {2**32}: must be in 0..{last}"),
+                                (1, -1, "--first-game -1")):
+        with pytest.raises(ValueError, match=words):
+            cli.games(games, first)
+    seeding.game_seeds(seeding.Stream.EVAL, 0, 1, last)  # the check agrees with the seeds' own
+    with pytest.raises(ValueError):
+        seeding.game_seeds(seeding.Stream.EVAL, 0, 2, last)

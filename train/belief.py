@@ -11,7 +11,8 @@
 Every run gets its own folder (runs/belief/<preset>-<date>-<time>, printed at start) unless --out_dir
 names one; a folder that holds a run is never written into unless --resume continues it or
 --overwrite replaces it. --resume continues next to the file it is given, takes the run's config from
-the checkpoint (then any overrides, which take effect; the model cannot change), checks that the
+the checkpoint (then any overrides, which take effect; the model cannot change, and --preset or --init,
+which would do nothing, are refused), checks that the
 blueprint (by default the one the checkpoint names, relative to its folder) is the same file by
 sha256, and continues the step counter, weights and optimizer state. Logs go to wandb (offline
 unless WANDB_MODE says else). Flags are accepted with underscores or dashes.
@@ -38,7 +39,8 @@ def parser(preset: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blueprint", default=None,
                     help="blueprint checkpoint whose games the belief learns, or a rule bot: smartbot")
-    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="starting config [tiny]")
+    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                    help="starting config of a new run [tiny]; a resume keeps its checkpoint's")
     ap.add_argument("--resume", default=None, help="latest.pt of a belief run to continue")
     ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -53,6 +55,10 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
     """The run's config (the preset's or the resumed checkpoint's, then the flags) and its blueprint."""
     blueprint = args.blueprint
     if args.resume:
+        given = [flag for flag, v in (("--preset", args.preset), ("--init", args.init)) if v is not None]
+        if given:  # a resume continues its own weights and config: these would do nothing
+            raise ValueError(f"{' and '.join(given)} with --resume: a resume continues the checkpoint's "
+                             "config and weights; drop them (other flags still override its config)")
         blob = ckpt.load(args.resume, KIND)
         if "config" not in blob:
             raise ckpt.CheckpointError(f"{args.resume} is not a belief training checkpoint")
@@ -63,13 +69,13 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
     else:
         if blueprint is None:
             raise ValueError("--blueprint is required (unless --resume names a belief checkpoint)")
-        cfg = apply_preset(args.preset)
+        cfg = apply_preset(args.preset or "tiny")
         if args.init:  # a warm start takes the model of the belief it starts from; --model.* may only agree
             init = ckpt.load(args.init, KIND)
             cfg = replace(cfg, model=from_dict(BeliefConfig, init.get("config", {}).get("model", {})))
     cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
     if args.out_dir is None:
-        cfg = replace(cfg, out_dir=default_out_dir("belief", args.preset))
+        cfg = replace(cfg, out_dir=default_out_dir("belief", args.preset or "tiny"))
     return cfg, blueprint
 
 
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"belief: {e}")
     try:
-        result = trainer.run(tags=[f"preset:{args.preset}"] if not args.resume else [])
+        result = trainer.run(tags=[f"preset:{args.preset or 'tiny'}"] if not args.resume else [])
     except ckpt.CheckpointError as e:  # a failed save (disk full): one line, the previous file intact
         sys.exit(f"belief: {e}")
     except Stopped as e:

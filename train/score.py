@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> None:
                     "belief trained for another blueprint is scored all the same, and the output says so)")
     args = ap.parse_args(argv)
     try:
-        if args.games < 1 or args.batch < 1:
-            raise ValueError(f"--games {args.games} and --batch {args.batch} must be >= 1")
+        cli.games(args.games)
+        cli.at_least("--batch", args.batch, 1)
         cli.seed("--seed", args.seed)
         shard = plan(args.devices)
         device = rank_device(shard, resolve_device(args.device))

@@ -185,10 +185,11 @@ class _PeriodicCheckpoint(pl.Callback):
 
 class _Validation(pl.Callback):
     """Every `every` steps: score the model on held-out games, log val/*, and write `path` (best.pt)
-    when the NLL per card is the lowest so far. Longer training can overfit a small replay."""
+    when the NLL per card is the lowest so far (through the run's Lifecycle: a stop during the write takes
+    effect once best.pt is complete). Longer training can overfit a small replay."""
 
-    def __init__(self, score, path: Path, every: int):
-        self.score, self.path, self.every = score, path, every
+    def __init__(self, score, path: Path, every: int, life: Lifecycle):
+        self.score, self.path, self.every, self.life = score, path, every, life
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % self.every:
@@ -201,11 +202,12 @@ class _Validation(pl.Callback):
         if ev.nll_learned < pl_module.best_val:
             before = pl_module.best_val, pl_module.best_step
             pl_module.best_val, pl_module.best_step = ev.nll_learned, trainer.global_step
-            try:  # the new best counts only once best.pt holds it (a stop mid-write keeps the old one)
-                trainer.save_checkpoint(self.path, weights_only=False)
-            except BaseException:
+
+            def undo() -> None:  # a failed write: the best is best.pt's, as before
                 pl_module.best_val, pl_module.best_step = before
-                raise
+
+            what = f"validation NLL per card {ev.nll_learned:.4f} at step {trainer.global_step}"
+            self.life.write_best(lambda: trainer.save_checkpoint(self.path, weights_only=False), undo, what)
 
 
 # ---- the run ---------------------------------------------------------------------------------------
@@ -302,7 +304,7 @@ class BeliefTrainer:
                                 "blueprint": self.module.blueprint})
         callbacks: list = []
         if cfg.val_every:  # before latest.pt is written, so latest.pt knows the best of its own step
-            callbacks.append(_Validation(self.validate, self.out / "best.pt", cfg.val_every))
+            callbacks.append(_Validation(self.validate, self.out / "best.pt", cfg.val_every, self.life))
         callbacks.append(_PeriodicCheckpoint(self.out / "latest.pt", cfg.checkpoint_every))
         if self.progress:
             callbacks.append(TQDMProgressBar(refresh_rate=max(1, min(cfg.log_every, 10))))
@@ -350,8 +352,9 @@ class BeliefTrainer:
                 wandb.finish()
                 reason, stop = stop_reason(saver.exception or e, sigterm=trainer.received_sigterm)
                 if saver.failed is not None:  # never "saved": latest.pt holds an earlier step, or nothing
-                    step = trainer.global_step
-                    raise ckpt.SaveError(f"{reason} at step {step}, but {saver.failed}") from None
+                    step, best = trainer.global_step, self.life.best_written
+                    raise ckpt.SaveError(f"{reason} at step {step}, but {saver.failed}"
+                                         + (f"; best.pt holds {best}" if best else "")) from None
                 self.life.end(reason, trainer.global_step, saver.path)
                 if stop is not None:
                     raise stop from None

@@ -139,12 +139,10 @@ def _identity_words(path: object, identity: object) -> str:
 
 def blueprint_identity(blueprint: str | Path) -> str:
     """What a belief records of its blueprint to recognise it later: a checkpoint's sha256, a rule bot's
-    name. ckpt.CheckpointError for a missing file."""
+    name. ckpt.CheckpointError for a file that cannot be read."""
     if is_rule_bot(blueprint):
         return str(blueprint)
-    if not Path(blueprint).is_file():
-        raise ckpt.CheckpointError(f"blueprint checkpoint not found: {blueprint}")
-    return ckpt.file_hash(blueprint)
+    return ckpt.file_hash(blueprint, "blueprint checkpoint")
 
 
 def stored_blueprint_path(blob: dict, belief_path: str | Path) -> Path | str:
