@@ -45,8 +45,8 @@ def check_blueprint(mode: Mode, net: nn.Module) -> Capabilities:
 
 @dataclass
 class SearchSetup:
-    """Everything a search run needs, checked once. `cfg.depth` is the mode's; `make_sampler` replaces the
-    mode's sampler (test doubles, diagnostics); `timing`, when given, collects where the time goes."""
+    """Everything a search run needs, checked once. `make_sampler` replaces the mode's sampler (test doubles,
+    diagnostics); `timing`, when given, collects where the time goes."""
 
     game: GameConfig
     mode: Mode
@@ -68,7 +68,6 @@ class SearchSetup:
     """the blueprint's declared capabilities, checked against the mode"""
 
     def __post_init__(self) -> None:
-        self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
         self.device = torch.device(self.device)
         self.cfg.check(self.game, self.mode.searches)
         self.caps = check_blueprint(self.mode, self.net)
@@ -157,12 +156,12 @@ class SearchSetup:
         self.close()
 
 
-def belief_for(modes: list[Mode | str], belief: str | Path | None, blueprint: str | Path, checkpoints: Path,
+def belief_for(draws: bool, belief: str | Path | None, blueprint: str | Path, checkpoints: Path,
                players: int | None = None) -> str | Path | None:
-    """The belief file the modes draw their hands from: `belief`, else the one shipped for the blueprint
-    (None if there is none: the set-up then says the mode needs one); None when no mode draws from a belief,
-    so that none is loaded, checked against the blueprint or recorded."""
-    if not any(Mode.parse(str(m)).sampler is Sampler.BELIEF for m in modes):
+    """The belief file a run draws hands from: `belief`, else the one shipped for the blueprint (None if there
+    is none: the set-up then says the mode needs one); None when it draws none (`draws` False), so that none
+    is loaded, checked against the blueprint or recorded."""
+    if not draws:
         return None
     return belief if belief is not None else shipped_belief(blueprint, checkpoints, players)
 
