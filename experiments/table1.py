@@ -150,13 +150,12 @@ class Kept:
 
 
 def run(ap: flags.Parser, args, state: Kept) -> None:
+    try:
+        search = flags.read(ap, args)
+    except ValueError as e:
+        sys.exit(f"table1: {e}")
     if args.compare:
         return compare(args)
-    if args.combine is None:
-        try:
-            search = flags.read(ap, args)
-        except ValueError as e:
-            sys.exit(f"table1: {e}")
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     state.out = out
     if args.combine:
