@@ -159,7 +159,7 @@ class Budget:
     """on a game with more legal moves than the budget has rollouts for (min_rollouts each), rollouts are
     raised to min_rollouts per move, unless they were set (a 3-player game: 30 moves; 4: 38; 5: 48)"""
     why: str
-    """what it is for and why its delta (shown by --help)"""
+    """what it is for and why its delta (--budget's help says it)"""
 
     def fit(self, cfg: SearchConfig, game: GameConfig, rollouts_set: bool) -> SearchConfig:
         """cfg (this budget with flags over it) for `game`: rollouts raised where the budget grows."""
@@ -170,7 +170,7 @@ class Budget:
 
 BUDGETS: dict[str, Budget] = {b.name: b for b in (
     Budget("quick", SearchConfig(rollouts=500, min_rollouts=25, delta=0.5), grows=True,
-           why="a first run on a CPU. With so few rollouts a move's mean is a few tenths of a point "
+           why="a first run on a CPU: with so few rollouts a move's mean is a few tenths of a point "
            "uncertain, so the best of some twenty candidates beats the blueprint's by 0.05 by chance on most "
            "moves; a margin of 0.5 keeps the deviations that gain (full game, shipped pair: at this budget "
            "LBS-16 gained +0.9 on 64 deals at 0.5 and lost -1.9 at 0.05: docs/search.md)"),
@@ -178,7 +178,6 @@ BUDGETS: dict[str, Budget] = {b.name: b for b in (
            why="the recorded Table 1 (README): the same margin as quick, for the same reason (at 1,000 "
            "rollouts LBS-16 on the previous pair gained +0.46 ± 0.41 at 0.05 and +1.92 ± 0.28 at 0.5)"),
     Budget("paper", SearchConfig(), grows=False,
-           why="the LBS paper's: 10,000 rollouts per searched move, 100 per move before pruning, delta 0.05 "
-           "(SearchConfig's defaults); fixed, never grown"),
+           why="the LBS paper's setting (SearchConfig's defaults), never grown"),
 )}
 """Every named budget; each entry point's --budget picks one (search/run.py: quick; experiments: table1)."""

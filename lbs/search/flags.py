@@ -78,8 +78,8 @@ def search_parser(description: str | None, checkpoints: Path, *, budget: str, mo
     ap.add_argument("--budget", choices=list(BUDGETS), default=budget,
                     help="the named search budget the SearchConfig flags start from (default %(default)s): "
                     + "; ".join(f"{b.name}: {b.search.rollouts:,} rollouts per searched move, "
-                                f"{b.search.min_rollouts} per move before pruning, delta {b.search.delta:g}"
-                                for b in BUDGETS.values()))
+                                f"{b.search.min_rollouts} per move before pruning, delta {b.search.delta:g}, "
+                                f"for {b.why}" for b in BUDGETS.values()).replace("%", "%%"))
     cli.add_blueprint_args(ap, checkpoints / "blueprint_2p.pt")
     ap.add_argument("--belief", default=None,
                     help="belief checkpoint for the modes that draw hands from it, LBS (default: the one "
