@@ -1,8 +1,7 @@
 """Search speed: rollouts per second and seconds per searched move, per mode and games searched at once.
 
-    python experiments/bench_search.py --modes lbs-1 lbs-16 --batch-games 1 8 --rollouts 1000 \
-        --min-rollouts 50 --games 8 --threads 1
-    python experiments/bench_search.py --device cuda --batch-games 16 64 --rollouts 10000   # on a GPU
+    python experiments/bench_search.py --modes lbs-1 lbs-16 --batch-games 1 8 --games 8   # the table1 budget
+    python experiments/bench_search.py --device cuda --batch-games 16 64 --budget paper   # on a GPU
 
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
@@ -14,7 +13,6 @@ experiments/results/bench_search/bench_search_<date>_NAME.md.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import sys
 import time
@@ -24,13 +22,12 @@ from pathlib import Path
 
 import torch
 
-from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
-from lbs.models import resolve_device
+from lbs.configs import flag_names
+from lbs.search import flags
 from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
-from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.bench_search, or imported
@@ -39,81 +36,64 @@ else:  # python experiments/bench_search.py: this folder is first on the import 
     from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-GRAPHS = {"off": [False], "on": [True], "both": [False, True]}
-BUDGETS = {"shared": [False], "reference": [True], "both": [False, True]}  # SearchConfig.reference_budget
+SWITCH = {"off": [False], "on": [True], "both": [False, True]}
+"""--cuda-graphs and --reference-budget: one setting each, or both to compare"""
 PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", nargs="+", default=["lbs-1", "lbs-16", "lbs-inf"])
-    ap.add_argument("--batch-games", type=int, nargs="+", default=[1, 8])
-    ap.add_argument(
-        "--groups",
-        type=int,
-        nargs="+",
-        default=[1],
-        help="concurrent groups per batch (> 1: their calls merged by the inference server)",
-    )
-    ap.add_argument("--games", type=int, default=8, help="games per setting (default 8)")
-    ap.add_argument("--rollouts", type=int, default=1000)
-    ap.add_argument("--min-rollouts", type=int, default=50)
-    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
-    ap.add_argument("--belief", default=None,
-                    help="belief for the LBS modes (default: the shipped one with the shipped blueprint)")
-    ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off",
-                    help="replay the rollout step as a CUDA graph: off (default), on, or both to compare")
-    ap.add_argument("--budget", choices=list(BUDGETS), default="shared",
-                    help="how a searched move spends its rollouts: shared by the moves in play (default), "
-                         "the reference SPARTA's share per move (SearchConfig.reference_budget), or both")
-    ap.add_argument("--keep-lost-points", action="store_true",
-                    help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
-                         "scores it (SearchConfig.keep_lost_points)")
-    ap.add_argument("--threads", type=int, default=0)
+def parser() -> flags.Parser:
+    ap = flags.search_parser(__doc__, ROOT / "checkpoints", budget="table1",
+                             modes=["lbs-1", "lbs-16", "lbs-inf"], games=8,
+                             sweep=("cuda_graphs", "reference_budget", "max_rows"))
+    ap.count(*flag_names("batch_games"), dest="batch_games", low=1, nargs="+", default=[1, 8],
+             help="games searched at once, one setting each (default 1 8)")
+    ap.count("--groups", low=1, nargs="+", default=[1],
+             help="concurrent groups per batch (> 1: their calls merged by the inference server)")
+    ap.add_argument(*flag_names("cuda_graphs"), dest="cuda_graphs", choices=list(SWITCH), default="off",
+                    help="replay the rollout step as a CUDA graph (SearchConfig.cuda_graphs): off "
+                    "(default), on, or both to compare")
+    ap.add_argument(*flag_names("reference_budget"), dest="reference_budget", choices=list(SWITCH),
+                    default="off", help="spend a searched move's rollouts as the reference SPARTA does, "
+                    "each move its share (SearchConfig.reference_budget): off (default: shared by the moves "
+                    "in play), on, or both")
+    ap.count(*flag_names("max_rows"), dest="max_rows", low=1, nargs="+", default=[SearchConfig.max_rows],
+             help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
-    ap.add_argument("--max-rows", type=int, nargs="+", default=[SearchConfig.max_rows],
-                    help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
+    return ap
+
+
+def main() -> None:
+    ap = parser()
     args = ap.parse_args()
     try:  # the flags alone first: one line naming the flag, before any checkpoint is read
-        cli.at_least("--games", args.games, 1)
-        for flag, values in (("--batch-games", args.batch_games), ("--groups", args.groups),
-                             ("--max-rows", args.max_rows)):
-            for v in values:
-                cli.at_least(flag, v, 1)
-        cli.threads(args.threads)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, max_range=args.max_range,
-                           keep_lost_points=args.keep_lost_points)
-        device = resolve_device(args.device)
+        search = flags.read(ap, args)
+        device = search.device
+        if args.cuda_graphs != "off":
+            flags.needs_cuda(f"--cuda-graphs {args.cuda_graphs}", device)
     except ValueError as e:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
     try:
-        args.belief = belief_for(args.modes, args.belief, args.blueprint, ROOT / "checkpoints", args.players)
         setups = {}  # groups > 1: a coalescing worker merges the groups' calls
         for coalesce in sorted({g > 1 for g in args.groups}):
-            setups[coalesce] = build_search("blueprint", args.blueprint, args.belief, device, cfg, coalesce,
-                                            players=args.players)
-        for mode in args.modes:  # every mode checked before any plays
+            setups[coalesce] = search.setup(coalesce=coalesce)
+        for mode in search.modes:  # every mode checked before any plays
             next(iter(setups.values())).with_mode(mode)
-        if args.cuda_graphs != "off" and device.type != "cuda":
-            raise ValueError(f"--cuda-graphs {args.cuda_graphs} needs a CUDA device (not {device.type})")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"bench_search: {e}")
-    game = next(iter(setups.values())).game
+    game, cfg = next(iter(setups.values())).game, next(iter(setups.values())).cfg
     if args.threads:
         torch.set_num_threads(args.threads)
     rows, ranges = [], []
     with torch.no_grad():  # untimed: one-time work (SmartBot's compiling on the CPU) stays off the clock
-        play_games(next(iter(setups.values())).with_mode("blueprint"), 2, 0, 2)
+        play_games(next(iter(setups.values())).with_mode("blueprint"), 2, args.seed, 2)
     cpu_clock = _cpu_clock(device, args.threads)
     clock = time.thread_time if cpu_clock else time.perf_counter
     with torch.no_grad():
-        for mode in args.modes:
-            grid = product(BUDGETS[args.budget], args.batch_games, args.groups, GRAPHS[args.cuda_graphs],
-                           args.max_rows)
+        for mode in map(str, search.modes):
+            grid = product(SWITCH[args.reference_budget], args.batch_games, args.groups,
+                           SWITCH[args.cuda_graphs], args.max_rows)
             for reference, bg, groups, graphs, max_rows in grid:
                 timing = Timing(cpu=cpu_clock) if groups == 1 else None  # one group's time only
                 setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows,
@@ -123,7 +103,7 @@ def main() -> None:
                 if setup.mode.searches:
                     setup = replace(setup, make_sampler=_recording(setup.sampler, made, clock))
                 t0 = clock()
-                res = play_games(setup, args.games, 0, bg, groups=groups)
+                res = play_games(setup, args.games, args.seed, bg, groups=groups, first=args.first_game)
                 sec = clock() - t0
                 searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
                 rows.append(
@@ -143,7 +123,7 @@ def main() -> None:
                 if setup.mode.sampler is Sampler.RANGE:
                     ranges.append((label, bg, groups, graphs, searched, timing, made))
                 try:  # a stopped run keeps its finished settings
-                    write_atomic(out, report(args, game, device, rows, ranges, partial=True).encode())
+                    write_atomic(out, report(args, cfg, game, device, rows, ranges, partial=True).encode())
                 except SaveError as e:
                     sys.exit(f"bench_search: {e}")
                 print(
@@ -154,12 +134,12 @@ def main() -> None:
                 )
     for setup in setups.values():
         setup.close()
-    write_result(report(args, game, device, rows, ranges), "bench_search", args.record, args.out, out)
+    write_result(report(args, cfg, game, device, rows, ranges), "bench_search", args.record, args.out, out)
 
 
-def report(args, game, device, rows: list, ranges: list, partial: bool = False) -> str:
+def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, partial: bool = False) -> str:
     """The result file's text: one table row per setting, then SPARTA's split (rows so far if partial)."""
-    scale = 10_000 / args.rollouts
+    scale = 10_000 / cfg.rollouts
     lines = [
         f"# Search speed: {game}",
         "",
@@ -167,12 +147,12 @@ def report(args, game, device, rows: list, ranges: list, partial: bool = False) 
         f"- Command: `python {' '.join(sys.argv)}`",
         "- Clock: " + ("CPU time of the searching thread (one torch thread on a CPU: core-seconds, whatever "
                        "else runs on the machine)." if _cpu_clock(device, args.threads) else "wall time."),
-        f"- {args.games} games per setting, {args.rollouts} rollouts per searched move "
-        f"({args.min_rollouts} per move before pruning). 'At 10K' scales s/game linearly by {scale:g} "
-        "(rollout cost is linear in the budget); the paper's anchors are for 10,000 rollouts per "
-        "searched move."
+        f"- {args.games} games per setting, {cfg.rollouts} rollouts per searched move "
+        f"({cfg.min_rollouts} per move before pruning, delta {cfg.delta:g}). 'At 10K' scales s/game "
+        f"linearly by {scale:g} (rollout cost is linear in the budget); the paper's anchors are for 10,000 "
+        "rollouts per searched move."
         + (" A rollout's lost game is worth its points minus one (--keep-lost-points)."
-           if args.keep_lost_points else ""),
+           if cfg.keep_lost_points else ""),
         "",
         "- With CUDA graphs a rollout step is one replay, so the networks' share is not separable (—).",
         "",

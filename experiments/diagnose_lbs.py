@@ -3,10 +3,11 @@
 blueprint.
 
     python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
-    python experiments/diagnose_lbs.py --sampler belief --delta 0.5 --games 64   # fewer noisy deviations
+    python experiments/diagnose_lbs.py --sampler belief --games 64               # the same with the belief
     python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
-    python experiments/diagnose_lbs.py --deviations \
-        experiments/results/search/lbs16_10k_full_2p_2026-11-22.json
+
+The search flags are search/run.py's (lbs.search.flags), at the table1 budget; both search arms print the
+paired difference with the blueprint and which kinds of blueprint moves the search replaced (as run.py does).
 
 --plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
 compares how often the card turns out playable with the probability the learned belief (the share of its
@@ -16,63 +17,52 @@ A belief that rates the blueprint's plays lower than they succeed makes search r
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import torch
 
-from lbs import cli
 from lbs.acting import Turn, play
 from lbs.ckpt import CheckpointError
 from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
-from lbs.models.io import shipped_belief
+from lbs.search import flags
 from lbs.search.agent import play_games
-from lbs.search.config import SearchConfig
-from lbs.search.report import summarize_run
+from lbs.search.config import Sampler
+from lbs.search.report import deviations, summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
-from lbs.search.setup import build_search
+from lbs.search.setup import BLUEPRINT
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", default="lbs-1", help="the search mode (--plays uses the belief alone)")
-    ap.add_argument("--sampler", choices=("true", "belief"), default="belief")
-    ap.add_argument("--delta", type=float, default=0.05)
-    ap.add_argument("--games", type=int, default=64)
-    ap.add_argument("--rollouts", type=int, default=1000)
-    ap.add_argument("--min-rollouts", type=int, default=50)
-    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
-    ap.add_argument("--belief", default=None,
-                    help="the belief (default: the one shipped with a shipped blueprint or rule bot)")
-    ap.add_argument("--threads", type=int, default=1)
+def parser() -> flags.Parser:
+    ap = flags.search_parser(__doc__, ROOT / "checkpoints", budget="table1", mode="lbs-1", games=64)
+    ap.add_argument("--sampler", choices=("true", "belief"), default="belief",
+                    help="where the searcher's hands come from: the true hand (an oracle: it peeks) or the "
+                    "learned belief, as search/run.py draws them (default %(default)s)")
     ap.add_argument("--plays", action="store_true", help="rate the blueprint's plays; no search")
-    ap.add_argument("--samples", type=int, default=128, help="belief samples per play (--plays)")
-    ap.add_argument("--deviations", metavar="JSON", help="count a search/run.py result's deviations by kind")
+    ap.count("--samples", low=1, default=128, help="belief samples per play (--plays; default %(default)s)")
+    return ap
+
+
+def main() -> None:
+    ap = parser()
     args = ap.parse_args()
-    if args.deviations:
-        return count_deviations(args.deviations)
     try:  # one line naming the flag or the file, before any game is played
-        cli.at_least("--games", args.games, 1)
-        cli.at_least("--samples", args.samples, 1)
-        cli.threads(args.threads)
-        cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta)
         oracle = args.sampler == "true" and not args.plays  # the true hand: no belief to load
-        if not oracle:
-            args.belief = args.belief or shipped_belief(args.blueprint, ROOT / "checkpoints", args.players)
-        if args.plays and args.belief is None:
+        search = flags.read(ap, args, draws_belief=args.plays or (args.mode.sampler is Sampler.BELIEF
+                                                                  and not oracle))
+        if args.plays and search.belief is None:
             raise ValueError(f"--plays rates a belief: pass --belief (none is shipped for {args.blueprint})")
-        setup = build_search("blueprint" if args.plays else args.mode, args.blueprint, args.belief, cfg=cfg,
-                             players=args.players,
-                             make_sampler=(lambda game: TrueHand(game, cfg.seat)) if oracle else None)
+        if args.plays:
+            search.modes = [BLUEPRINT]
+        seat = search.cfg.seat
+        setup = search.setup(make_sampler=(lambda game: TrueHand(game, seat)) if oracle else None)
+        setup = setup.with_mode(search.modes[0])
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
     if args.threads:
@@ -80,24 +70,26 @@ def main() -> None:
     game = setup.game
     if args.plays:
         with torch.no_grad():
-            return rate_plays(game, setup.server, args.games, args.samples, knowledge=setup.rule_knowledge)
+            return rate_plays(game, setup.server, args.games, args.samples, args.seed,
+                              knowledge=setup.rule_knowledge)
     with torch.no_grad():
         t0 = time.perf_counter()
-        res = play_games(setup, args.games, 0, 64)
+        res = play_games(setup, args.games, args.seed, 64, first=args.first_game)
         seconds = time.perf_counter() - t0
-        base = play_games(setup.blueprint_only(), args.games, 0, 64)
-    print(f"{args.mode}, sampler {args.sampler}, delta {args.delta}:")
-    for line in summarize_run(args.mode, res, base, seconds, game.max_score).lines():
+        base = play_games(setup.blueprint_only(), args.games, args.seed, 64, first=args.first_game)
+    print(f"{args.mode}, sampler {args.sampler}, delta {setup.cfg.delta}:")
+    for line in summarize_run(str(args.mode), res, base, seconds, game.max_score).lines():
         print(line)
+    print(deviations(res))
 
 
-def rate_plays(game, server, games: int, k: int, seat: int = 0, knowledge=None) -> None:
+def rate_plays(game, server, games: int, k: int, seed: int = 0, seat: int = 0, knowledge=None) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
     the learned belief and the counting prior make it (the played slot holding a playable card)? With
     `knowledge` (a rule bot's card knowledge: the blueprint's own, or that of the conventions it learnt), also
     the belief drawn within it, as LBS draws by default."""
     tb = engine.tables(game, torch.device("cpu"))
-    state = engine.reset(game, game_seeds(Stream.EVAL, 0, games))
+    state = engine.reset(game, game_seeds(Stream.EVAL, seed, games))
     beliefs = [LearnedBelief(game, server, seat)]
     if knowledge is not None:
         beliefs.append(LearnedBelief(game, server, seat, knowledge))
@@ -152,19 +144,6 @@ def rate_plays(game, server, games: int, k: int, seat: int = 0, knowledge=None) 
             known = "" if pk is None else f" {100 * pk[sel].mean():.1f} |"
             print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
                   f"| {100 * pc[sel].mean():.1f} |" + known)
-
-
-def count_deviations(path: str) -> None:
-    """In a search/run.py result, how often each kind of blueprint move was replaced by each kind."""
-    kinds: Counter[tuple[str, str]] = Counter()
-    for g in json.loads(Path(path).read_text())["games"]:
-        for d in g["decisions"]:
-            if d["deviated"]:
-                name = {v["id"]: n.strip("(").split()[0] for n, v in d["candidates"].items()}
-                kinds[name[d["blueprint"]], name[d["move"]]] += 1
-    print(f"{sum(kinds.values())} deviations in {path}:")
-    for (bp, chosen), n in kinds.most_common():
-        print(f"  blueprint {bp} -> search {chosen}: {n}")
 
 
 if __name__ == "__main__":

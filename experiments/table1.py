@@ -1,8 +1,10 @@
 """The LBS paper's Table 1 for our blueprints: every search mode on the same deals.
 
-    python experiments/table1.py --games 200 --rollouts 1000 --min-rollouts 50           # shipped full game
+    python experiments/table1.py --games 200            # the shipped full-game pair at the table1 budget
     python experiments/table1.py --blueprint checkpoints/blueprint_2c.pt --belief checkpoints/belief_2c.pt \
         --games 1000 --rollouts 400 --min-rollouts 20 --record small_2c
+    python experiments/table1.py --combine a.json b.json --record joined   # one table from recorded runs
+    python experiments/table1.py --compare a.json b.json   # each mode under two settings, paired per deal
 
 Modes (default: blueprint sparta lbs-inf lbs-32 lbs-16 lbs-8 lbs-1) play games 0..N-1 of the evaluation
 deals of --seed; the blueprint row is the same games without search. For each mode: mean ± s.e.m., the
@@ -12,11 +14,15 @@ of SPARTA's gain over the blueprint each mode keeps and its speed-up over SPARTA
 the blueprint's score on the deal (with --strata N weighed by the blueprint's scores on N deals). Also a
 figure: gain over the blueprint against time per game, one point per mode. Writes into --out (a scratch
 folder) unless --record NAME, which writes experiments/results/table1/table1_<date>_NAME.{md,png,json}.
+
+--compare pairs a mode with itself under two settings (a rule for lost rollouts, a budget, a belief) on the
+deals both tables played, so the deal's luck drops out of the difference between settings as it does out of
+the table's own gains; both tables must hold the same blueprint scores on those deals.
 """
 
 from __future__ import annotations
 
-import argparse
+import datetime
 import json
 import math
 import re
@@ -29,25 +35,24 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
+from lbs.configs import flag_names
 from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer
 from lbs.models import load_blueprint, resolve_device
 from lbs.models.io import blueprint_identity
 from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.scoring import eval_games
+from lbs.search import flags
 from lbs.search.agent import Progress, play_games
-from lbs.search.config import SearchConfig
 from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
-from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
 
 if __package__:  # python -m experiments.table1, or imported
-    from .common import machine, result_path
+    from .common import machine, result_path, write_result
 else:  # python experiments/table1.py: this folder is first on the import path
-    from common import machine, result_path
+    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -85,51 +90,32 @@ def split_of(summary, timing: Timing, graphs: bool) -> dict | None:
             "sampler": timing.sampler, "rest": summary.seconds - timing.rollouts - timing.sampler}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", nargs="+", default=MODES)
-    ap.add_argument("--games", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--first-game", type=int, default=0,
-                    help="play deals F..F+games-1 (runs on adjacent deals join in --combine)")
-    ap.add_argument("--rollouts", type=int, default=1000)
-    ap.add_argument("--min-rollouts", type=int, default=50)
-    ap.add_argument("--max-range", type=int, default=SearchConfig.max_range)
-    ap.add_argument("--delta", type=float, default=SearchConfig.delta,
-                    help="play the search move only if its mean beats the blueprint move's by more than "
-                    "this (SearchConfig.delta)")
-    ap.add_argument("--reference-budget", action="store_true",
-                    help="spend the budget as the reference SPARTA does (SearchConfig.reference_budget)")
-    ap.add_argument("--keep-lost-points", action="store_true",
-                    help="a rollout's lost game is worth its points minus one, as the reference SPARTA "
-                    "scores it (SearchConfig.keep_lost_points); the games are still scored by HLE's rule")
-    ap.add_argument("--no-blueprint-knowledge", dest="blueprint_knowledge", action="store_false",
-                    help="LBS on SmartBot, or on a network whose belief names the rule bot whose conventions "
-                    "it learnt: the learned belief alone, not drawn within that bot's card knowledge "
-                    "(SearchConfig.blueprint_knowledge; the rows recorded before it existed)")
-    ap.add_argument("--batch-games", type=int, default=64)
-    cli.add_blueprint_args(ap, ROOT / "checkpoints" / "blueprint_2p.pt")
-    ap.add_argument("--belief", default=None,
-                    help="belief checkpoint for the LBS modes (default: the one shipped with a shipped "
-                    "blueprint, smartbot's included; required with any other when an LBS mode runs)")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--cuda-graphs", action="store_true", help="replay each rollout step as a CUDA graph")
-    ap.add_argument("--max-rows", type=int, default=SearchConfig.max_rows,
-                    help="rollouts per engine batch (a memory cap; results do not depend on it)")
+def parser() -> flags.Parser:
+    ap = flags.search_parser(__doc__, ROOT / "checkpoints", budget="table1", modes=MODES, games=50)
+    ap.count(*flag_names("batch_games"), dest="batch_games", low=1, default=64,
+             help="games searched at once (default %(default)s)")
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                     help="build one table from recorded runs (their .json) on the same deals; plays nothing")
-    ap.add_argument("--strata", type=int, default=0, metavar="N",
-                    help="also weigh each mode's split by the blueprint's score by how often the blueprint "
-                    "scores so on the first N deals (played here): the mode's mean over all deals, "
-                    "post-stratified (default 0: off)")
+    ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), default=None,
+                    help="pair each mode of table B with itself in table A (two settings: a rule for lost "
+                    "rollouts, a budget, a belief) on the deals both played, B - A, overall and by the "
+                    "blueprint's score on the deal; plays nothing (records go to results/compare_tables/)")
+    ap.count("--strata", metavar="N", default=0,
+             help="also weigh each mode's split by the blueprint's score by how often the blueprint scores "
+             "so on the first N deals (played here): the mode's mean over all deals, post-stratified "
+             "(default 0: off)")
     ap.add_argument("--out", default="runs/experiments", help="scratch folder (default)")
     ap.add_argument("--record", default=None, help="write the tracked results/table1/table1_<date>_NAME.*")
+    return ap
+
+
+def main() -> None:
+    ap = parser()
     args = ap.parse_args()
     StopSignals(deferred=False).install()  # SIGTERM stops like Ctrl-C: finished games and modes are kept
     state = Kept()
     try:
-        run(args, state)
+        run(ap, args, state)
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
         if state.bar is not None:
@@ -165,39 +151,24 @@ class Kept:
         return "; ".join(parts) + "; run the same command again to continue"
 
 
-def checked(args) -> None:
-    """The flags alone, before any checkpoint is read (one line naming the flag)."""
-    for flag, value in (("--games", args.games), ("--batch-games", args.batch_games),
-                        ("--max-rows", args.max_rows)):
-        cli.at_least(flag, value, 1)
-    cli.games(args.games, args.first_game)
-    cli.seed("--seed", args.seed)
-    cli.threads(args.threads)
-
-
-def run(args, state: Kept) -> None:
+def run(ap: flags.Parser, args, state: Kept) -> None:
     try:
-        if args.combine is None:
-            checked(args)
-            cfg = SearchConfig(rollouts=args.rollouts, min_rollouts=args.min_rollouts, delta=args.delta,
-                               max_range=args.max_range, max_rows=args.max_rows, cuda_graphs=args.cuda_graphs,
-                               reference_budget=args.reference_budget,
-                               keep_lost_points=args.keep_lost_points,
-                               blueprint_knowledge=args.blueprint_knowledge)
-            resolve_device(args.device)
+        search = flags.read(ap, args)
     except ValueError as e:
         sys.exit(f"table1: {e}")
+    if args.compare:
+        return compare(args)
     out = result_path("table1", args.record, args.out)  # refused now, not after hours of play
     state.out = out
     if args.combine:
         return combine(args, out)
     try:
-        device = resolve_device(args.device)
-        args.belief = belief_for(args.modes, args.belief, args.blueprint, ROOT / "checkpoints", args.players)
-        setup = build_search("blueprint", args.blueprint, args.belief, device, cfg, players=args.players)
-        runs = {m: setup.with_mode(m) for m in args.modes}  # every mode checked before any plays
+        setup = search.setup()
+        modes = [str(m) for m in search.modes]
+        runs = {str(m): setup.with_mode(m) for m in search.modes}  # every mode checked before any plays
     except (CheckpointError, ValueError) as e:
         sys.exit(f"table1: {e}")
+    device, cfg, belief = search.device, setup.cfg, search.belief
     game = setup.game
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -209,27 +180,27 @@ def run(args, state: Kept) -> None:
         f"- Machine: {machine()}; device {device}.",
         f"- Command: `python {' '.join(sys.argv)}`",
         f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
-        f"seed {args.seed}), {args.rollouts} rollouts per searched move, {args.min_rollouts} per move before "
-        f"pruning, delta {args.delta:g}, SPARTA max range {args.max_range:,}"
+        f"seed {args.seed}), {cfg.rollouts} rollouts per searched move, {cfg.min_rollouts} per move before "
+        f"pruning, delta {cfg.delta:g}, SPARTA max range {cfg.max_range:,}"
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
-           if args.reference_budget else "")
-        + ("; rollouts score a lost game as its points minus one" if args.keep_lost_points else "")
+           if cfg.reference_budget else "")
+        + ("; rollouts score a lost game as its points minus one" if cfg.keep_lost_points else "")
         + ("; LBS draws its hands within the card knowledge of the rule bot whose conventions the blueprint "
            "plays by (SearchConfig.blueprint_knowledge)." if knows else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
-                "rollouts": args.rollouts, "min_rollouts": args.min_rollouts, "delta": args.delta,
-                "max_range": args.max_range,
-                "reference_budget": args.reference_budget, "keep_lost_points": args.keep_lost_points,
+                "rollouts": cfg.rollouts, "min_rollouts": cfg.min_rollouts, "delta": cfg.delta,
+                "max_range": cfg.max_range,
+                "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
                 "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
-                "belief": Path(args.belief).name if args.belief else None,
+                "belief": Path(belief).name if belief else None,
                 "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
     rows: list[Row] = []
-    searched = [m for m in args.modes if runs[m].mode.searches]
+    searched = [m for m in modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
-                "belief": file_hash(args.belief) if args.belief else None,  # and this command's table:
-                "games": args.games, "first_game": args.first_game, "modes": args.modes,
+                "belief": file_hash(belief) if belief else None,  # and this command's table:
+                "games": args.games, "first_game": args.first_game, "modes": [str(m) for m in modes],
                 "record": args.record}
 
     journals: dict[str, Journal] = {}
@@ -241,7 +212,7 @@ def run(args, state: Kept) -> None:
         base = play_games(setup, args.games, args.seed, args.batch_games, first=args.first_game,
                           progress=lambda p: games_done(p, 0))
         base_scores = [float(r.record.score) for r in base]
-        for mode in args.modes:
+        for mode in modes:
             bar.set_description(mode)
             if not runs[mode].mode.searches:
                 s = summarize_run(mode, base, base, math.nan, game.max_score)
@@ -249,10 +220,10 @@ def run(args, state: Kept) -> None:
                 continue
             timing, before = Timing(), bar.n
             mine = setup.with_mode(mode, timing)
-            search = {k: v for k, v in asdict(mine.cfg).items() if k not in ("max_rows", "cuda_graphs")}
+            key = {k: v for k, v in asdict(mine.cfg).items() if k not in ("max_rows", "cuda_graphs")}
             try:
                 state.journal = journals[mode] = Journal(args.out, f"table1-{mode}",
-                                                         {**identity, "mode": mode, "search": search})
+                                                         {**identity, "mode": mode, "search": key})
             except ValueError as e:  # unreadable, or held by another run
                 sys.exit(f"table1: {e}")
             state.games, state.first = args.games, args.first_game
@@ -268,7 +239,7 @@ def run(args, state: Kept) -> None:
                 sys.exit(f"table1: {e}")
             s = summarize_run(mode, results, base, seconds, game.max_score)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
-                            split_of(s, timing, args.cuda_graphs), machine=machine()))
+                            split_of(s, timing, cfg.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
             write(rows, lines, settings, game, out, done=False)  # a stopped run keeps its finished modes
             state.modes.append(mode)
@@ -545,6 +516,92 @@ def combine(args, out: Path) -> None:
     if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")
     write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population)
+
+
+def compare(args) -> None:
+    """--compare A B: each mode of two tables paired with itself on the deals both played, B - A."""
+    names = tuple(args.compare)
+    a, b = load_table(names[0]), load_table(names[1])
+    out = result_path(COMPARED, args.record, args.out)
+    head = f"# Two Table 1 results on the same deals: B - A\n\n- Command: `python {' '.join(sys.argv)}`\n"
+    write_result(head + compare_body(a, b, names) + "\n", COMPARED, args.record, args.out, out)
+
+
+COMPARED = "compare_tables"
+"""Where --compare records go (experiments/results/compare_tables/)."""
+
+
+def load_table(name: str) -> dict:
+    """A table1 result (.json of a run or a --combine) with a blueprint row, or exit naming the file."""
+    try:
+        d = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as e:
+        sys.exit(f"table1 --compare: cannot read {name}: {e}")
+    if not (isinstance(d, dict) and isinstance(d.get("scores"), dict) and "blueprint" in d["scores"]):
+        sys.exit(f"table1 --compare: {name} is not a table1 result with a blueprint row (its .json)")
+    return d
+
+
+def deals(d: dict, mode: str) -> dict[int, tuple[float, float]]:
+    """Deal index -> (the mode's score, the blueprint's) in one table."""
+    first = d.get("settings", {}).get("first_game", 0)
+    scores = d["scores"][mode]
+    base = d.get("blueprint_scores", {}).get(mode, d["scores"]["blueprint"])
+    return {first + i: (s, b) for i, (s, b) in enumerate(zip(scores, base, strict=False))}
+
+
+def compare_body(a: dict, b: dict, names: tuple[str, str]) -> str:
+    """The markdown body: settings that differ, then each shared mode's B - A on the deals both played."""
+    sa, sb = ({**UNRECORDED, **d.get("settings", {})} for d in (a, b))
+    for key in ("game", "seed"):
+        if sa.get(key) != sb.get(key):
+            sys.exit(f"table1 --compare: the tables differ in {key}: they played other deals")
+    differ = [f"{k}: {json.dumps(sa.get(k))} (A) -> {json.dumps(sb.get(k))} (B)" for k in SETTINGS
+              if sa.get(k) != sb.get(k)]
+    modes = [m for m in a["scores"] if m in b["scores"] and m != "blueprint"]
+    if not modes:
+        sys.exit("compare_tables: the tables share no search mode")
+    game = GameConfig.from_dict(sa["game"]) if "game" in sa else GameConfig()  # before tables kept it
+    edges, bucket_names = score_buckets(game.max_score)
+    rows, splits = [], []
+    for mode in modes:
+        da, db = deals(a, mode), deals(b, mode)
+        common = sorted(set(da) & set(db))
+        if not common:
+            sys.exit(f"table1 --compare: no deal played by {mode} in both tables")
+        base = [da[i][1] for i in common]
+        if base != [db[i][1] for i in common]:
+            sys.exit(f"table1 --compare: B's blueprint scores differ from A's on {mode}'s shared deals: not "
+                     "the same deals or blueprint")
+        xa = torch.tensor([da[i][0] for i in common]).double()
+        xb = torch.tensor([db[i][0] for i in common]).double()
+        bp = torch.tensor(base).double()
+        diff, sem = paired_difference(xb, xa)
+        span = f"{common[0]}..{common[-1]}" + ("" if common[-1] - common[0] + 1 == len(common) else " (gaps)")
+        rows.append(f"| {mode} | {len(common)} ({span}) | {float(bp.mean()):.3f} | {float(xa.mean()):.3f} | "
+                    f"{float(xb.mean()):.3f} | {diff:+.3f} ± {sem:.3f} | {diff / sem if sem else 0:+.1f} |")
+        cells = []
+        for lo, hi in edges:
+            at = (bp >= lo) & (bp <= hi)
+            if bool(at.any()):
+                d, s = paired_difference(xb[at], xa[at])
+                cells.append(f"{int(at.sum())}: {d:+.2f} ± {s:.2f}")
+            else:
+                cells.append("—")
+        splits.append(f"| {mode} | " + " | ".join(cells) + " |")
+    return "\n".join([
+        f"- A: `{names[0]}`", f"- B: `{names[1]}`",
+        "- Settings that differ: " + ("; ".join(differ) if differ else "none recorded"),
+        "- Each mode paired with itself on the deals both tables played it (deal indices of the evaluation "
+        "stream); the runs' machines and commands are in their own files.",
+        f"- Date: {datetime.date.today()}; computed (nothing played) on {machine()}.",
+        "",
+        "| mode | deals | blueprint | A | B | B - A (paired) | t |", "|---|---|---|---|---|---|---|",
+        *rows, "",
+        "B - A by the blueprint's score on the deal (deals: difference ± s.e.):", "",
+        "| mode | " + " | ".join(f"blueprint {n}" for n in bucket_names) + " |",
+        "|---|" + "---|" * len(bucket_names), *splits,
+    ])
 
 
 def chain(found: list[tuple[int, Row]]) -> list[Row]:

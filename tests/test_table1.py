@@ -287,16 +287,23 @@ def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
 
 def test_a_table_without_lbs_loads_no_belief(tmp_path):
     """SPARTA and the blueprint draw no hands from a belief, so a table of those modes neither loads nor
-    checks one (a belief for another blueprint is not refused) and records none."""
+    records one, and a --belief given to it is refused in one line (it would be ignored); with an LBS mode a
+    belief for another blueprint is refused."""
     root = SCRIPT.parent.parent / "checkpoints"
-    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "blueprint_2c.pt"), "--belief",
-           str(root / "belief_2p.pt"), "--games", "2", "--threads", "1", "--rollouts", "170",
-           "--min-rollouts", "10", "--out", str(tmp_path)]
+    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "blueprint_2c.pt"), "--games", "2",
+           "--threads", "1", "--rollouts", "170", "--min-rollouts", "10", "--out", str(tmp_path)]
+    other = ["--belief", str(root / "belief_2p.pt")]
     res = subprocess.run([*cmd, "--modes", "blueprint", "sparta"], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr
     assert json.loads(next(tmp_path.glob("table1_*.json")).read_text())["settings"]["belief"] is None
-    lbs = subprocess.run([*cmd, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True, timeout=300)
+    ignored = subprocess.run([*cmd, *other, "--modes", "blueprint", "sparta"], capture_output=True, text=True,
+                             timeout=300)
+    assert ignored.returncode != 0 and ignored.stderr.strip().splitlines() == [
+        f"table1: --belief {other[1]}: no mode here draws hands from a belief (blueprint sparta); "
+        "leave it out"]
+    lbs = subprocess.run([*cmd, *other, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True,
+                         timeout=300)
     assert lbs.returncode != 0 and "Traceback" not in lbs.stderr and len(lbs.stderr.strip().splitlines()) == 1
 
 
@@ -353,11 +360,8 @@ def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp
     assert res.stderr.strip() == want
 
 
-COMPARE = SCRIPT.with_name("compare_tables.py")
-
-
 def compare(tmp_path: Path, a: Path, b: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(COMPARE), str(a), str(b), "--out", str(tmp_path)]
+    cmd = [sys.executable, str(SCRIPT), "--compare", str(a), str(b), "--out", str(tmp_path)]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 

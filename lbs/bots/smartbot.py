@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 import torch
-from torch import nn
 
+from ..blueprint import Blueprint, Capabilities
 from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from ..hanabi.engine import Tables, device_tables, tables
 
@@ -138,6 +138,15 @@ EAGER_VARIABLE = "LBS_EAGER"
 """Set to 1 in the environment, SmartBot never compiles (the tests set it; one checks the compiled path)."""
 
 
+def eager() -> bool:
+    """Whether the environment asks SmartBot to run eagerly: LBS_EAGER=1 yes, unset (or empty) no; any other
+    value is refused (ValueError in one line), not silently read as unset."""
+    value = os.environ.get(EAGER_VARIABLE, "")
+    if value not in ("", "1"):
+        raise ValueError(f"{EAGER_VARIABLE}={value!r}: set it to 1 (SmartBot runs eagerly) or leave it unset")
+    return value == "1"
+
+
 def _compiled_on_cpu(fn: _F) -> _F:
     """fn(game, x, ...) compiled by torch.compile where x is a batch of at least two rows on the CPU (one row
     would compile again for its own shape, for no gain); elsewhere, with LBS_EAGER=1, and for good once
@@ -150,7 +159,7 @@ def _compiled_on_cpu(fn: _F) -> _F:
     def run(game: GameConfig, x, *args):
         t = x if isinstance(x, torch.Tensor) else x.possible
         if (failed or t.device.type != "cpu" or t.shape[0] < 2 or torch.compiler.is_compiling()
-                or os.environ.get(EAGER_VARIABLE) == "1"):
+                or eager()):
             return fn(game, x, *args)
         try:
             if not compiled:
@@ -165,15 +174,16 @@ def _compiled_on_cpu(fn: _F) -> _F:
     return run  # type: ignore[return-value]
 
 
-class SmartBot(nn.Module):
+class SmartBot(Blueprint):
     """A blueprint with the networks' interface: `initial_state(rows)` and `step(priv, publ, legal, state)
     -> (scores, state)`, row n * P + p being seat p of game n. Scores are 1 on SmartBot's move and 0
     elsewhere: they mark the move and are no value. A module without weights, so whatever serves, moves or
     copies a network takes it as it is."""
 
     name = "smartbot"
-    has_value = False  # scores are no Q-values: nothing to bootstrap a leaf with
-    hidden_is_public = True  # the state is built from public events alone
+    capabilities = Capabilities(public_state=True, card_knowledge=True, reads_hands=True, seat_view=True)
+    """no value (its scores mark its move); the state is public card knowledge built from public events, but
+    for the discard finesse's read of partners' cards (reads_hands)"""
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
         super().__init__()
@@ -431,15 +441,23 @@ def _at(h: int, slot: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     return (torch.arange(h, device=slot.device) == slot[:, None]) & where[:, None]
 
 
+def discard_slot(present: torch.Tensor, sure: torch.Tensor, valuable: torch.Tensor,
+                 worthless: torch.Tensor) -> torch.Tensor:
+    """SmartBot's next discard, written once for its own knowledge (next_discard) and for the networks' facts
+    (lbs.models.card_facts.next_discards): per slot [..., H] whether a card is held (`present`), surely
+    playable or surely worthless (`sure`), surely valuable (`valuable`) and its share of worthless identities
+    (`worthless`) -> [...] the slot, -1 for none. None while a held card is sure (it would play or throw that
+    away) or every held card is surely valuable; else the held card most likely worthless among those not
+    surely valuable, the oldest on ties."""
+    cand = present & ~valuable
+    slot = torch.where(cand, worthless, -1.0).argmax(-1)
+    return torch.where((present & sure).any(-1) | ~cand.any(-1), -1, slot)
+
+
 def next_discard(game: GameConfig, m: torch.Tensor, present: torch.Tensor, bd: _Board) -> torch.Tensor:
-    """The slot a player with cards m [R, H] discards next; -1 if they would rather play or throw away a
-    card (one known playable or worthless) or every card is known valuable: the card most likely worthless
-    among those not known valuable, the oldest on ties."""
+    """The slot a player with cards m [R, H] discards next (discard_slot), -1 for none."""
     sure = all_in(m, bd.playable[:, None]) | all_in(m, bd.worthless[:, None])
-    block = (present & sure).any(-1)
-    cand = present & ~all_in(m, bd.valuable[:, None])
-    idx = torch.where(cand, prob(game, m, bd.worthless[:, None]), -1.0).argmax(-1)
-    return torch.where(block | ~cand.any(-1), -1, idx)
+    return discard_slot(present, sure, all_in(m, bd.valuable[:, None]), prob(game, m, bd.worthless[:, None]))
 
 
 def could_be_valuable_with_rank(game: GameConfig, m: torch.Tensor, rank: torch.Tensor,

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..belief.sampling import slot_mask
+from ..blueprint import Capabilities
 from ..models.qnet import HiddenState
 from .weights import Weights
 
@@ -69,7 +70,8 @@ class ModelHandle:
     def __init__(self, server: Server, name: str):
         self.server, self.name = server, name
         with self.borrowed() as module:
-            missing = [m for m in self.requires if not callable(getattr(module, m, None))]
+            has = dir(module)
+            missing = [m for m in self.requires if m not in has]
         if missing:
             raise ValueError(f"{type(module).__name__} (served as {name!r}) cannot back a "
                              f"{type(self).__name__}: it has no {', '.join(missing)}")
@@ -101,10 +103,10 @@ class QNetHandle(ModelHandle):
     requires = ("step", "initial_state")
 
     @property
-    def hidden_is_public(self) -> bool:
-        """Whether the recurrent state reads public features only (search needs it shared)."""
+    def capabilities(self) -> Capabilities:
+        """What the served blueprint declares beyond its step (lbs.blueprint; search checks it at set-up)."""
         with self.borrowed() as net:
-            return bool(getattr(net, "hidden_is_public", False))
+            return net.capabilities
 
     def initial_state(self, batch: int) -> HiddenState:
         """Zero recurrent state for `batch` rows, on the server's device."""

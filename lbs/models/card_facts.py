@@ -15,25 +15,48 @@ discards next by SmartBot's rule and what the cards the observer sees there are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
-from ..hanabi.config import GameConfig
+from ..bots.smartbot import discard_slot
+from ..hanabi.config import GameConfig, Layout
 from ..hanabi.engine import tables
 
 FACTS = 3
 """Per card: playable now, useless (never playable again), the last copy of a card still needed."""
 
 
+Sections = tuple[tuple[str, int], ...]
+"""Named sections of a network's input (a Layout's), in order: (name, size)."""
+
+
+def public_sections(game: GameConfig) -> Sections:
+    """public_facts: FACTS per card id, then FACTS per slot of every hand (observer first)."""
+    slots = FACTS * game.players * game.hand_size
+    return (("counts.cards", FACTS * game.card_types), ("counts.slots", slots))
+
+
+def private_sections(game: GameConfig) -> Sections:
+    """private_facts: FACTS per own slot (under the copies the observer cannot see), then per slot of the
+    other hands (the cards it sees)."""
+    seen = FACTS * (game.players - 1) * game.hand_size
+    return (("counts.own", FACTS * game.hand_size), ("counts.seen", seen))
+
+
+def _size(sections: Sections) -> int:
+    return sum(n for _, n in sections)
+
+
 def public_dim(game: GameConfig) -> int:
-    """Size of public_facts: FACTS per card id, then FACTS per slot of every hand (observer first)."""
-    return FACTS * (game.card_types + game.players * game.hand_size)
+    """Size of public_facts."""
+    return _size(public_sections(game))
 
 
 def private_dim(game: GameConfig) -> int:
-    """Size of private_facts: FACTS per own slot (unseen copies), then per slot of the other hands."""
-    return FACTS * game.players * game.hand_size
+    """Size of private_facts."""
+    return _size(private_sections(game))
 
 
 def _public(game: GameConfig, publ: torch.Tensor, name: str) -> torch.Tensor:
@@ -116,9 +139,14 @@ HINT_FACTS = 8
 identities it rules out, and whether the newest slot it leaves possibly playable is playable (or not)."""
 
 
+def hint_sections(game: GameConfig) -> Sections:
+    """hint_facts: HINT_FACTS per (other player, hint), colours then ranks, as the moves."""
+    return (("hints", HINT_FACTS * (game.players - 1) * (game.colors + game.ranks)),)
+
+
 def hint_dim(game: GameConfig) -> int:
-    """Size of hint_facts: HINT_FACTS per (other player, hint), colours then ranks, as the moves."""
-    return HINT_FACTS * (game.players - 1) * (game.colors + game.ranks)
+    """Size of hint_facts."""
+    return _size(hint_sections(game))
 
 
 class HintKnowledge(NamedTuple):
@@ -179,28 +207,27 @@ def hint_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> 
     return hint_facts_of(game, kn, touched, cards @ bd.status[..., None, :, :]).flatten(-3)
 
 
+def discard_sections(game: GameConfig) -> Sections:
+    """discard_facts: per slot of every hand (observer first) whether it is that player's next discard, then
+    per other player FACTS of the card there."""
+    return (("discards.next", game.players * game.hand_size), ("discards.seen", (game.players - 1) * FACTS))
+
+
 def discard_dim(game: GameConfig) -> int:
-    """Size of discard_facts: per slot of every hand (observer first) whether it is that player's next
-    discard, then per other player FACTS of the card there."""
-    return game.players * game.hand_size + (game.players - 1) * FACTS
+    """Size of discard_facts."""
+    return _size(discard_sections(game))
 
 
 def next_discards(game: GameConfig, bd: Board) -> torch.Tensor:
-    """[..., P, H] float one-hot (zeros: none) of the slot each player discards next by SmartBot's rule,
-    read from public knowledge alone (hint-plausible identities with a copy not yet played or discarded):
-    none while a card is surely playable or surely useless (it would play or throw that away); else the
-    card with the largest share of useless identities among those not surely a last copy, the oldest on
-    ties. Public, so the same for every hand a player might hold."""
+    """[..., P, H] float one-hot (zeros: none) of the slot each player discards next by SmartBot's rule
+    (smartbot.discard_slot), read from public knowledge alone (hint-plausible identities with a copy not yet
+    played or discarded). Public, so the same for every hand a player might hold."""
     plausible = bd.know * (bd.left > 0).float()[..., None, None, :]  # [..., P, H, T]
     n = plausible.sum(-1)  # identities per slot; an empty slot: 0
     share = plausible @ bd.status[..., None, :, :] / n.clamp(min=1)[..., None]  # [..., P, H, F]
-    present = n > 0
-    sure = present & ((share[..., 0] == 1) | (share[..., 1] == 1))
-    cand = present & (share[..., 2] < 1)
-    score = torch.where(cand, share[..., 1], -1.0)
-    first = score.argmax(-1, keepdim=True)  # the first (oldest) of the largest
-    one = torch.arange(game.hand_size, device=score.device) == first
-    return (one & cand.any(-1, keepdim=True) & ~sure.any(-1, keepdim=True)).float()
+    sure = (share[..., 0] == 1) | (share[..., 1] == 1)
+    slot = discard_slot(n > 0, sure, share[..., 2] == 1, share[..., 1])
+    return (torch.arange(game.hand_size, device=slot.device) == slot[..., None]).float()
 
 
 def discard_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) -> torch.Tensor:
@@ -214,3 +241,70 @@ def discard_facts(game: GameConfig, obs: torch.Tensor, bd: Board | None = None) 
     cards = game.layout.view(obs, "hands.cards").float().reshape(*lead, game.players - 1, h, t)
     there = (chop[..., 1:, :, None] * (cards @ bd.status[..., None, :, :])).sum(-2)  # [..., P-1, F]
     return torch.cat([chop.flatten(-2), there.flatten(-2)], -1)
+
+
+# ---- the network's input: the observation, then each family of facts a NetConfig switches on --------------
+class Family(NamedTuple):
+    """One family of facts in a network's input. A new family is one entry of FAMILIES (and its NetConfig
+    switch): the network's input, its layout and SPARTA's filter follow from it (a family the filter does not
+    know is filtered through the network's whole private pass, exactly, only slower)."""
+
+    switch: str
+    """the NetConfig field that feeds it"""
+    sections: Callable[[GameConfig], Sections]
+    """its named sections of the input, in order"""
+    facts: Callable[[GameConfig, torch.Tensor, Board], torch.Tensor]
+    """(game, x, its Board) -> [..., its size] float; x: public features if `public`, else observations"""
+    public: bool = False
+    """read from public features alone: the public network reads it too, and it precedes the private
+    families in the private network's input"""
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("counting", public_sections, public_facts, public=True),
+    Family("counting", private_sections, private_facts),
+    Family("hint_facts", hint_sections, hint_facts),
+    Family("discard_facts", discard_sections, discard_facts),
+)
+"""Every family, in input order (public families first)."""
+
+
+def families(switches: object) -> tuple[Family, ...]:
+    """The families a config switches on (switches: a NetConfig, or anything with its boolean fields)."""
+    return tuple(f for f in FAMILIES if getattr(switches, f.switch))
+
+
+def input_layout(game: GameConfig, fams: tuple[Family, ...]) -> Layout:
+    """The private network's input by name: the canonical observation's sections as 'obs.<name>' (the group
+    'obs' spans it), then each family's sections."""
+    return Layout(tuple((f"obs.{name}", n) for name, n in game.layout.sections)
+                  + tuple(sec for f in fams for sec in f.sections(game)))
+
+
+def public_input_dim(game: GameConfig, fams: tuple[Family, ...]) -> int:
+    """Width of the public network's input: the public features, then the public families' facts."""
+    return game.public_dim + sum(_size(f.sections(game)) for f in fams if f.public)
+
+
+def public_input(game: GameConfig, fams: tuple[Family, ...], publ: torch.Tensor,
+                 bd: Board | None = None) -> torch.Tensor | None:
+    """The public families' facts [..., F] of public features [..., public_dim] in their dtype (None if no
+    family is public): one computation serves both networks of a step."""
+    public = [f for f in fams if f.public]
+    if not public:
+        return None
+    bd = board(game, publ) if bd is None else bd
+    return torch.cat([f.facts(game, publ, bd).to(publ.dtype) for f in public], -1)
+
+
+def network_input(game: GameConfig, fams: tuple[Family, ...], obs: torch.Tensor,
+                  public: torch.Tensor | None = None) -> torch.Tensor:
+    """The private network's input (input_layout) from observations [..., obs_dim], in their dtype; public:
+    the public families' facts where already computed from the same step (public_input)."""
+    if not fams:
+        return obs
+    bd = board(game, public_of(game, obs))  # shared by every family
+    if public is None:
+        public = public_input(game, fams, public_of(game, obs), bd)
+    rest = [f.facts(game, obs, bd).to(obs.dtype) for f in fams if not f.public]
+    return torch.cat([obs, *([] if public is None else [public]), *rest], -1)

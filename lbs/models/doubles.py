@@ -7,11 +7,12 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from ..blueprint import Blueprint, Capabilities
 from ..hanabi.config import GameConfig
 from .qnet import HiddenState, WithState
 
 
-class FixedQNet(nn.Module):
+class FixedQNet(Blueprint):
     """Test double with the QNet interface: Q ignores the observation and ranks actions by `order`.
 
     q[a] = A - (position of a in order); actions not listed follow in id order, so greedy picks the
@@ -19,7 +20,7 @@ class FixedQNet(nn.Module):
     updates work); the state's h counts the steps each row has taken, to check state threading.
     """
 
-    hidden_is_public = True
+    capabilities = Capabilities(value=True, public_state=True, public_split=True)
 
     def __init__(self, game: GameConfig, order: Sequence[int] = ()):
         super().__init__()

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from ..blueprint import Blueprint, Capabilities
 from ..hanabi.config import GameConfig
 from . import card_facts
 
@@ -161,12 +162,12 @@ def _check_inputs(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torc
                          f"{tuple(publ.shape)}, {tuple(legal.shape)}")
 
 
-class QNet(nn.Module):
+class QNet(Blueprint):
     """Base class: the shared interface. Subclasses define _features (and the public split where valid)."""
 
-    hidden_is_public: bool = False
-    """True when the recurrent state depends on public features only, so search can advance it once
-    (advance_public / public_out) and evaluate many candidate hands with q_from_public."""
+    capabilities = Capabilities(value=True)
+    """Q-values a leaf can bootstrap with; a net whose recurrent state depends on public features only adds
+    the public split (advance_public / public_out once, then q_from_public for many candidate hands)"""
 
     def __init__(self, game: GameConfig, cfg: NetConfig, layers: int):
         super().__init__()
@@ -175,39 +176,24 @@ class QNet(nn.Module):
         self.layers = layers
         self.head = QHead(cfg.hidden, self.num_actions, cfg.dueling)
         self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
-        facts = (card_facts.public_dim(game), card_facts.private_dim(game)) if cfg.counting else (0, 0)
-        hints = card_facts.hint_dim(game) if cfg.hint_facts else 0
-        discards = card_facts.discard_dim(game) if cfg.discard_facts else 0
-        self.private_in = game.private_dim + sum(facts) + hints + discards
-        """width of the private network's input: the observation, then the facts (NetConfig.counting), then
-        the hint facts (NetConfig.hint_facts), then the discard facts (NetConfig.discard_facts)"""
-        self.public_in = game.public_dim + facts[0]
-        """width of the public network's input"""
+        self.families = card_facts.families(cfg)
+        """the families of facts its input adds to the observation (NetConfig.counting, hint_facts, ...)"""
+        self.input_layout = card_facts.input_layout(game, self.families)
+        """the private network's input by name: 'obs.<section>' (the observation), then the facts' sections"""
+        self.private_in = self.input_layout.dim
+        """width of the private network's input"""
+        self.public_in = card_facts.public_input_dim(game, self.families)
+        """width of the public network's input: public features, then the public facts"""
 
     def public_facts(self, publ: torch.Tensor) -> torch.Tensor | None:
-        """The public card-count facts [..., Fp] of public features [..., public_dim], in their dtype
-        (None without NetConfig.counting): one computation serves both networks of a step."""
-        return card_facts.public_facts(self.game, publ).to(publ.dtype) if self.cfg.counting else None
+        """The public families' facts [..., Fp] of public features [..., public_dim], in their dtype (None
+        without a public family): one computation serves both networks of a step."""
+        return card_facts.public_input(self.game, self.families, publ)
 
     def private_input(self, priv: torch.Tensor, facts: torch.Tensor | None = None) -> torch.Tensor:
-        """The private network's input from observations [..., private_dim] (already in self.dtype): the
-        observation, then (NetConfig.counting) its public facts (`facts` where already computed from the
-        same step's public features) and its private facts, then (NetConfig.hint_facts) its hint facts,
-        then (NetConfig.discard_facts) its discard facts."""
-        g, cfg = self.game, self.cfg
-        if not (cfg.counting or cfg.hint_facts or cfg.discard_facts):
-            return priv
-        bd = card_facts.board(g, card_facts.public_of(g, priv))  # shared by every fact below
-        parts = [priv]
-        if cfg.counting:
-            if facts is None:
-                facts = card_facts.public_facts(g, card_facts.public_of(g, priv), bd).to(priv.dtype)
-            parts += [facts, card_facts.private_facts(g, priv, bd).to(priv.dtype)]
-        if cfg.hint_facts:
-            parts.append(card_facts.hint_facts(g, priv, bd).to(priv.dtype))
-        if cfg.discard_facts:
-            parts.append(card_facts.discard_facts(g, priv, bd).to(priv.dtype))
-        return torch.cat(parts, -1)
+        """The private network's input (input_layout) from observations [..., private_dim] (already in
+        self.dtype); facts: the public facts where already computed from the same step's public features."""
+        return card_facts.network_input(self.game, self.families, priv, facts)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -249,7 +235,7 @@ class QNet(nn.Module):
         q, hid = self.forward(priv[:, None], publ[:, None], legal[:, None], hid)
         return q[:, 0], hid
 
-    # -- public split (valid only where hidden_is_public) --
+    # -- public split (valid only where capabilities.public_split) --
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         """Public features [B, T, Dp] (or [B, Dp]) -> (public output [B, T, hidden] (or [B, hidden]), hid)."""
         raise TypeError(f"{type(self).__name__}'s recurrent state depends on private features; "
@@ -295,7 +281,7 @@ class PublicLSTMQNet(QNet):
     The recurrent state sees public features only, so one state serves every hand a player might hold.
     """
 
-    hidden_is_public = True
+    capabilities = Capabilities(value=True, public_state=True, public_split=True)
 
     def __init__(self, game: GameConfig, cfg: NetConfig):
         super().__init__(game, cfg, cfg.lstm_layers)
@@ -343,7 +329,7 @@ class FFQNet(QNet):
     Its state has zero layers ([0, B, hidden]): tuple-compatible and carried through unchanged.
     """
 
-    hidden_is_public = True  # trivially: there is no state
+    capabilities = Capabilities(value=True, public_state=True, public_split=True)  # trivially: no state
 
     def __init__(self, game: GameConfig, cfg: NetConfig):
         super().__init__(game, cfg, 0)

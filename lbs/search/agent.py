@@ -59,12 +59,15 @@ class Decision:
 
 
 class Searcher:
-    """Decides the searcher's moves for a batch of games; q_fn serves the blueprint (VDN seats)."""
+    """Decides the searcher's moves for a batch of games; q_fn serves the blueprint (VDN seats); depth: the
+    blueprint moves after the candidate move before bootstrapping with Q (LBS-K), None: to the end
+    (Mode.depth)."""
 
-    def __init__(self, game: GameConfig, q_fn: QFunction, sampler: HandSampler, cfg: SearchConfig, seed: int,
-                 timing: Timing | None = None, graphs: Graphs | None = None):
+    def __init__(self, game: GameConfig, q_fn: QFunction, sampler: HandSampler, cfg: SearchConfig,
+                 depth: int | None, seed: int, timing: Timing | None = None, graphs: Graphs | None = None):
         cfg.check(game)
         self.game, self.q_fn, self.sampler, self.cfg, self.seed = game, q_fn, sampler, cfg, seed
+        self.depth = depth
         self.timing, self.graphs = timing, graphs
 
     def decide(self, state: HanabiState, games: torch.Tensor, hid: tuple, blueprint: torch.Tensor,
@@ -121,7 +124,7 @@ class Searcher:
                                         hash_keys(keys[g], j))  # the same deck for every move (CRN)
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
                 h = select_rows(hid, rows_hid)
-                ret = rollout_returns(game, start, h, m, self.q_fn, cfg.depth, horizon, self.graphs,
+                ret = rollout_returns(game, start, h, m, self.q_fn, self.depth, horizon, self.graphs,
                                       cfg.keep_lost_points)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")
@@ -227,7 +230,8 @@ def _play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs
     deck = state.deck.cpu()
     q_fn = setup.q_fn
     sampler = setup.sampler()
-    searcher = Searcher(game, q_fn, sampler, cfg, seed, timing, graphs) if sampler is not None else None
+    searcher = Searcher(game, q_fn, sampler, cfg, setup.mode.depth, seed, timing, graphs) \
+        if sampler is not None else None
     if sampler is not None:
         reset, update = sampler.reset, sampler.update
         if timing is not None:

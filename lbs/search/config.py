@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -59,13 +60,19 @@ class Mode:
         return self.name
 
 
+class FieldError(ValueError):
+    """A SearchConfig field's bad value, naming the field (`field`), so an entry point can name its flag."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass
 class SearchConfig:
-    """How one seat searches."""
+    """How one seat searches (how far its rollouts go is the mode's: Mode.depth). Its defaults are the LBS
+    paper's budget; entry points start from a named one (BUDGETS)."""
 
-    depth: int | None = 16
-    """blueprint moves after the candidate move before bootstrapping with Q (LBS-k); None: play to the
-    end of the game (LBS-inf, SPARTA). A Mode sets it"""
     rollouts: int = 10_000
     """rollouts per searched move, split over the moves still in play (see reference_budget)"""
     min_rollouts: int = 100
@@ -106,28 +113,71 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         """Every field on its own, checked where any entry point builds a config (the game: `check`)."""
-        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
-            raise ValueError(f"SearchConfig.depth={self.depth!r}: must be an int >= 0 or None (to the end)")
         for name in ("rollouts", "min_rollouts", "max_rows", "max_range"):
-            v = getattr(self, name)
+            v = vars(self)[name]
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
-                raise ValueError(f"SearchConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
+                raise FieldError(name, f"SearchConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
         if not 0 <= self.min_valid <= self.min_rollouts:
-            raise ValueError(f"SearchConfig.min_valid={self.min_valid}: must be in 0..min_rollouts "
-                             f"({self.min_rollouts})")
-        if not (0 < self.prune_z < math.inf and 0 <= self.delta < math.inf):
-            raise ValueError(f"SearchConfig: prune_z={self.prune_z} must be finite and > 0 and delta="
-                             f"{self.delta} finite and >= 0")
+            raise FieldError("min_valid", f"SearchConfig.min_valid={self.min_valid}: must be in "
+                             f"0..min_rollouts ({self.min_rollouts})")
+        if not 0 < self.prune_z < math.inf:
+            raise FieldError("prune_z", f"SearchConfig.prune_z={self.prune_z}: must be finite and > 0")
+        if not 0 <= self.delta < math.inf:
+            raise FieldError("delta", f"SearchConfig.delta={self.delta}: must be finite and >= 0")
 
     def check(self, game: GameConfig, searches: bool = True) -> None:
         """ValueError naming the field, before any work: the fields against the game (the budget only when
         something searches with it)."""
         self.__post_init__()
         if not 0 <= self.seat < game.players:
-            raise ValueError(f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
+            raise FieldError("seat", f"SearchConfig.seat={self.seat}: must be in 0..{game.players - 1} "
                              f"for {game.players} players")
         need = self.min_rollouts * game.num_moves
         if searches and self.rollouts < need:
-            raise ValueError(f"SearchConfig.rollouts={self.rollouts} is too small: every one of up to "
-                             f"{game.num_moves} legal moves needs min_rollouts={self.min_rollouts} rollouts "
-                             f"(at least {need}); raise rollouts or lower min_rollouts")
+            raise FieldError("rollouts", f"SearchConfig.rollouts={self.rollouts} is too small: every one "
+                             f"of up to {game.num_moves} legal moves needs min_rollouts={self.min_rollouts} "
+                             f"rollouts (at least {need}); raise rollouts or lower min_rollouts")
+
+
+ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "blueprint_knowledge": Sampler.BELIEF}
+"""SearchConfig fields that only modes drawing their hands from one sampler read; every other field matters to
+every mode that searches (and none to the blueprint alone)."""
+
+
+def matters(field: str, mode: Mode) -> bool:
+    """Whether SearchConfig.<field> changes anything in `mode`."""
+    return mode.searches and ONLY_FOR.get(field, mode.sampler) is mode.sampler
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A named search budget: the SearchConfig an entry point starts from, its flags overriding any field."""
+
+    name: str
+    search: SearchConfig
+    grows: bool
+    """on a game with more legal moves than the budget has rollouts for (min_rollouts each), rollouts are
+    raised to min_rollouts per move, unless they were set (a 3-player game: 30 moves; 4: 38; 5: 48)"""
+    why: str
+    """what it is for and why its delta (--budget's help says it)"""
+
+    def fit(self, cfg: SearchConfig, game: GameConfig, rollouts_set: bool) -> SearchConfig:
+        """cfg (this budget with flags over it) for `game`: rollouts raised where the budget grows."""
+        if not self.grows or rollouts_set:
+            return cfg
+        return dataclasses.replace(cfg, rollouts=max(cfg.rollouts, cfg.min_rollouts * game.num_moves))
+
+
+BUDGETS: dict[str, Budget] = {b.name: b for b in (
+    Budget("quick", SearchConfig(rollouts=500, min_rollouts=25, delta=0.5), grows=True,
+           why="a first run on a CPU: with so few rollouts a move's mean is a few tenths of a point "
+           "uncertain, so the best of some twenty candidates beats the blueprint's by 0.05 by chance on most "
+           "moves; a margin of 0.5 keeps the deviations that gain (full game, shipped pair: at this budget "
+           "LBS-16 gained +0.9 on 64 deals at 0.5 and lost -1.9 at 0.05: docs/search.md)"),
+    Budget("table1", SearchConfig(rollouts=1_000, min_rollouts=50, delta=0.5), grows=True,
+           why="the recorded Table 1 (README): the same margin as quick, for the same reason (at 1,000 "
+           "rollouts LBS-16 on the previous pair gained +0.46 ± 0.41 at 0.05 and +1.92 ± 0.28 at 0.5)"),
+    Budget("paper", SearchConfig(), grows=False,
+           why="the LBS paper's setting (SearchConfig's defaults), never grown"),
+)}
+"""Every named budget; each entry point's --budget picks one (search/run.py: quick; experiments: table1)."""

@@ -80,15 +80,16 @@ class ExactRange:
 
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int, max_range: int = SearchConfig.max_range,
                  chunk: int | None = None, checked: bool = False, max_enum: int = MAX_ENUM):
-        if not net.hidden_is_public:
-            raise ValueError("ExactRange needs a net whose recurrent state is public (hidden_is_public)")
+        caps = net.capabilities
+        if not caps.public_state:
+            raise ValueError("ExactRange needs a net whose recurrent state is public "
+                             "(Capabilities.public_state)")
         if not 0 <= seat < game.players:
             raise ValueError(f"seat must be in 0..{game.players - 1}, got {seat}")
         self.game, self.net, self.seat = game, net, seat
         self.max_range, self.checked, self.max_enum = max_range, checked, max_enum
         self._chunk = chunk
-        with net.borrowed() as module:
-            split = hasattr(module, "public_out")  # the networks: public output, then private layers
+        split = caps.public_split  # the networks: public output, then private layers
         self.policy = CandidatePolicy(game, net, seat) if split else StepPolicy(game, net, seat)
         self.filter_seconds = 0.0
         """time spent in counterfactual filters so far (they run deferred: in updates and draws)"""

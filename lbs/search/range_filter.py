@@ -16,6 +16,8 @@ each hint to the searcher would show: the searcher's slots' hint knowledge is sh
 only the touched slots and the cards' facts are read, and the hint facts enter through their columns.
 A network that reads the discard facts (NetConfig.discard_facts) sees the facts of the searcher's card in
 its next-discard slot; that slot is public, so the facts are one more term per (game, slot, card).
+Every section is read by name from the network's input layout (QNet.input_layout); a network whose input
+holds a family of facts this filter does not know (READS) runs its whole private pass per candidate instead.
 
 Exact ties are broken to the lowest id (acting.greedy), but the search, the inference server and this
 filter batch the same network differently, so float rounding may reorder near-equal Q-values: a
@@ -79,17 +81,24 @@ class HintTerms:
     weight: torch.Tensor  # [(P-1) * N * HINT_FACTS, hidden]
 
 
+READS = frozenset({"obs", "counts", "hints", "discards"})
+"""The groups of a network's input (QNet.input_layout) whose per-candidate terms the fast path adds; a network
+with any other family of facts is filtered through its whole private pass (q_from_public), exactly."""
+
+
 class CandidatePolicy:
     """The partner blueprint's greedy move under candidate hands of the searcher, batched over games."""
 
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int):
         self.game, self.net, self.seat = game, net, seat
         with net.borrowed() as module:
-            self.fast = isinstance(module, QNet)
-            self.counting = self.fast and module.cfg.counting
-            self.hints = self.fast and module.cfg.hint_facts
-            self.discards = self.fast and module.cfg.discard_facts
+            groups = {name.split(".")[0] for name, _ in module.input_layout.sections} \
+                if isinstance(module, QNet) else {"?"}
+        self.fast = groups <= READS
         """whether the per-(slot, card) first-layer sum applies (it reads the served network's layers)"""
+        self.counting, self.hints, self.discards = ("counts" in groups, "hints" in groups,
+                                                    "discards" in groups)
+        """which families of facts the network's input holds (see the module doc)"""
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
              info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
@@ -119,42 +128,38 @@ class CandidatePolicy:
         """Rows g*H*T + s*T + c: the first layer's weight column for card c in the searcher's slot s of
         game g's block; then one shared pre-activation per game; then a zero row (empty slots). For a
         counting network the slot rows add the card's facts as the mover sees them, and view.own is set."""
-        g, lin = self.game, net.private_input_layer()
+        g, lin, at = self.game, net.private_input_layer(), net.input_layout.slices
         h, t, dtype = g.hand_size, g.card_types, lin.weight.dtype
-        cards = g.layout.slices["hands.cards"]
-        cols = lin.weight[:, cards].t().reshape(g.players - 1, h, t, -1)  # [P-1, H, T, hidden]
+        cols = lin.weight[:, at["obs.hands.cards"]].t().reshape(g.players - 1, h, t, -1)  # [P-1, H, T, k]
         slots = cols.index_select(0, view.block)  # [G, H, T, hidden]
         x = net.private_input(view.obs.to(dtype))  # [G, private_in]: the block's cards and their facts zero
         if self.counting:
-            f, own = card_facts.FACTS, g.obs_dim + card_facts.public_dim(g)  # where the own-slot facts start
+            f, own = card_facts.FACTS, at["counts.own"]
             status, unseen, know, _ = card_facts.own_view(g, view.obs)  # [G, T, F], [G, T], [G, H, T]
-            seen = own + h * f  # then the facts of the cards the mover sees, block by block
-            w_seen = lin.weight[:, seen : seen + (g.players - 1) * h * f].t().reshape(g.players - 1, h, f, -1)
-            w_seen = w_seen.index_select(0, view.block)  # [G, H, F, hidden] the searcher's slots' facts
+            # the facts of the cards the mover sees, block by block: the searcher's slots' [G, H, F, hidden]
+            w_seen = lin.weight[:, at["counts.seen"]].t().reshape(g.players - 1, h, f, -1)
+            w_seen = w_seen.index_select(0, view.block)
             slots = slots + torch.einsum("gtf,ghfk->ghtk", status.to(dtype), w_seen)  # the cards' facts
             w = know * unseen[:, None, :]  # the mover's V0 weights with the block empty
             base = torch.cat([w @ status, w.sum(-1, keepdim=True)], -1)  # [G, H, F+1]
             terms = torch.cat([know[..., None] * status[:, None], know[..., None]], -1)  # [G, H, T, F+1]
             terms = terms.transpose(1, 2).reshape(-1, h * (f + 1))  # [G*T, H*(F+1)]
             view.own = OwnFacts(base.flatten(1), torch.cat([terms, terms.new_zeros(1, terms.shape[1])]),
-                                lin.weight[:, own : own + h * f])
-            x[:, own : own + h * f] = 0  # added per candidate (_own_term)
-        end = lin.in_features  # the hint facts, then the discard facts, close the input
+                                lin.weight[:, own])
+            x[:, own] = 0  # added per candidate (_own_term)
         rows = torch.arange(len(view.block), device=view.block.device)
         bd = card_facts.board(g, card_facts.public_of(g, view.obs)) if self.hints or self.discards else None
         if self.discards:
-            end -= card_facts.discard_dim(g)
-            f, seen = card_facts.FACTS, end + g.players * h  # after every player's next-discard one-hot
-            w = lin.weight[:, seen:].t().reshape(g.players - 1, f, -1).index_select(0, view.block)
+            w = lin.weight[:, at["discards.seen"]].t().reshape(g.players - 1, card_facts.FACTS, -1)
+            w = w.index_select(0, view.block)
             chop = card_facts.next_discards(g, bd)[rows, view.block + 1]  # [G, H] the searcher's, public
             # the facts of the card in the searcher's next-discard slot; the shared term has zeros there
             slots = slots + chop[..., None, None].to(dtype) * (bd.status.to(dtype) @ w)[:, None]
         if self.hints:
-            start = end - card_facts.hint_dim(g)
             kn = card_facts.hint_knowledge(g, view.obs, bd)
-            at = card_facts.HintKnowledge(*(k[rows, view.block] for k in kn))  # [G, H, ...] the searcher's
-            view.hints = HintTerms(bd.status, at, lin.weight[:, start:end].t())
-            x[:, start:end].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
+            searcher = card_facts.HintKnowledge(*(k[rows, view.block] for k in kn))  # [G, H, ...]
+            view.hints = HintTerms(bd.status, searcher, lin.weight[:, at["hints"]].t())
+            x[:, at["hints"]].unflatten(1, (g.players - 1, -1))[rows, view.block] = 0  # added per candidate
         shared = F.linear(x, lin.weight, lin.bias)  # [G, hidden]
         slots = slots.reshape(-1, slots.shape[-1])  # [G*H*T, hidden]
         return torch.cat([slots, shared, shared.new_zeros(1, shared.shape[1])])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 import torch
@@ -42,9 +43,9 @@ class SearchSummary:
         out = [f"{self.mode}: {self.score}"]
         if self.blueprint is not None:
             out.append(f"blueprint on the same deals: {self.blueprint}")
-            out.append(
-                f"paired difference (search - blueprint): {self.paired_diff:+.3f} ± {self.paired_sem:.3f}"
-            )
+            out.append(f"paired difference (search - blueprint): {self.paired_diff:+.3f} ± "
+                       f"{self.paired_sem:.3f} over {self.games} deals: "
+                       f"{verdict(self.paired_diff, self.paired_sem, self.games)}")
         out.append(
             f"time: {self.seconds_per_game:.2f} s per game, {self.seconds_per_search:.3f} s per searched "
             f"move ({self.searched_moves} searched moves), {self.rollouts_per_s:,.0f} rollouts/s"
@@ -57,6 +58,35 @@ class SearchSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def verdict(diff: float, sem: float, games: int) -> str:
+    """What a paired difference says, plainly: more than noise (at least 2 standard errors) or not, and then
+    about how many deals would tell a difference of this size from none."""
+    if games < 2:
+        return "one deal, no error estimate: not a result"
+    if abs(diff) >= 2 * sem and sem > 0:
+        return f"{abs(diff) / sem:.1f} standard errors {'above' if diff > 0 else 'below'} the blueprint"
+    if diff == 0:
+        return "no difference" if sem == 0 else "within noise (no mean difference)"
+    need = math.floor(round((2 * sem * math.sqrt(games) / abs(diff)) ** 2, 6)) + 1  # then 2 s.e. < |diff|
+    return (f"within noise (|difference| < 2 s.e.): about {need:,} deals would tell a difference this size "
+            "from none")
+
+
+def deviations(results: list[GameResult]) -> str:
+    """One line: how often the search replaced each kind of blueprint move (play, discard, hint) by each."""
+    kinds: Counter[str] = Counter()
+    for r in results:
+        for d in r.decisions:
+            if d["deviated"]:
+                kind = {c["id"]: name.strip("(").split()[0].replace("Reveal", "hint").lower()
+                        for name, c in d["candidates"].items()}
+                kinds[f"{kind[d['blueprint']]} -> {kind[d['move']]}"] += 1
+    if not kinds:
+        return "the search never replaced a blueprint move"
+    return (f"blueprint moves replaced ({sum(kinds.values())}), by kind: "
+            + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
 
 
 def _scores(results: list[GameResult]) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 
 from ..belief import constraints
 from ..belief.sampling import valid_hands
+from ..blueprint import CardKnowledge
 from ..hanabi.config import GameConfig
 from ..hanabi.encode import encode
 from ..hanabi.state import HanabiState
@@ -50,18 +51,6 @@ class HandSampler(Protocol):
     def sample(self, k: int, keys: torch.Tensor, games: torch.Tensor) -> SampledHands:
         """k hands for each of the games [G'] (indices into the G followed games), drawn with hashed
         counters keyed by keys [G'] (the same keys give the same hands on any device)."""
-
-
-class CardKnowledge(Protocol):
-    """A blueprint whose recurrent state is public card knowledge (SmartBot): which identities each of a
-    seat's own cards may be, by the hints, the counts and the conventions its partners play by."""
-
-    def initial_state(self, rows: int, device: torch.device | str | None = None, seat: int | None = None
-                      ) -> tuple: ...
-
-    def observe(self, priv: torch.Tensor, state: tuple) -> tuple: ...
-
-    def own_cards(self, state: tuple) -> torch.Tensor: ...
 
 
 class LearnedBelief:

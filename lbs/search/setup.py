@@ -13,41 +13,40 @@ import torch
 from torch import nn
 
 from ..acting import QFunction
+from ..blueprint import Capabilities, CardKnowledge
+from ..blueprint import check as declared
 from ..hanabi.config import GameConfig
 from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
 from ..models.io import shipped_belief
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
-from .samplers import CardKnowledge, HandSampler, LearnedBelief, serve
+from .samplers import HandSampler, LearnedBelief, serve
 from .timing import Timing
 
 BLUEPRINT = Mode.parse("blueprint")
 
 
-def check_blueprint(mode: Mode, net: nn.Module) -> None:
-    """What the mode needs of the blueprint, each refused in one line: a leaf value (LBS-K), a recurrent
-    state that sees public features only (search; SPARTA's range re-runs the partner's step on every
-    candidate hand with that shared state)."""
-    if mode.depth is not None and not getattr(net, "has_value", True):
+def check_blueprint(mode: Mode, net: nn.Module) -> Capabilities:
+    """The blueprint's declared capabilities (lbs.blueprint.check), and what the mode needs of them, each
+    refused in one line: a leaf value (LBS-K), a recurrent state that sees public features only (search;
+    SPARTA's range re-runs the partner's step on every candidate hand with that shared state)."""
+    caps = declared(net)
+    if mode.depth is not None and not caps.value:
         raise ValueError(f"{mode}: bootstraps its leaves with the blueprint's Q-values, and this "
                          "blueprint's scores mark its move and are no value; use lbs-inf or sparta")
-    if mode.searches and not getattr(net, "hidden_is_public", False):
+    if mode.searches and not caps.public_state:
         raise ValueError(f"{mode}: search needs a blueprint whose recurrent state sees public "
                          "features only (publ_lstm or ff), so one state serves every sampled hand; this "
                          "one's is private (lstm), so its partner state would carry the searcher's true "
                          "cards")
-
-
-def card_knowledge(net: nn.Module) -> CardKnowledge | None:
-    """The blueprint itself where it keeps public card knowledge (own_cards: a rule bot), else None."""
-    return net if callable(getattr(net, "own_cards", None)) else None
+    return caps
 
 
 @dataclass
 class SearchSetup:
-    """Everything a search run needs, checked once. `cfg.depth` is the mode's; `make_sampler` replaces the
-    mode's sampler (test doubles, diagnostics); `timing`, when given, collects where the time goes."""
+    """Everything a search run needs, checked once. `make_sampler` replaces the mode's sampler (test doubles,
+    diagnostics); `timing`, when given, collects where the time goes."""
 
     game: GameConfig
     mode: Mode
@@ -65,11 +64,13 @@ class SearchSetup:
     """the rule bot whose conventions a network blueprint learnt (its belief names it:
     BeliefModel.conventions), whose public card knowledge LBS draws within as it does a rule bot's own"""
 
+    caps: Capabilities = dataclasses.field(init=False)
+    """the blueprint's declared capabilities, checked against the mode"""
+
     def __post_init__(self) -> None:
-        self.cfg = dataclasses.replace(self.cfg, depth=self.mode.depth)
         self.device = torch.device(self.device)
         self.cfg.check(self.game, self.mode.searches)
-        check_blueprint(self.mode, self.net)
+        self.caps = check_blueprint(self.mode, self.net)
         if self.mode.sampler is Sampler.BELIEF and self.make_sampler is None \
                 and BELIEF not in self.server.weights.names():
             raise ValueError(f"{self.mode}: LBS needs a belief trained for this blueprint (--belief)")
@@ -82,8 +83,7 @@ class SearchSetup:
         replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`). A belief
         that names its blueprint's conventions (BeliefModel.conventions) brings that rule bot along."""
         mode = Mode.parse(mode) if isinstance(mode, str) else mode
-        check_blueprint(mode, net)
-        named = getattr(belief, "conventions", "")
+        named = belief.conventions if belief is not None else ""
         conventions = load_blueprint(named, device, game=game)[1] if named else None
         server = serve(net, belief, device, coalesce=coalesce)
         try:
@@ -119,7 +119,7 @@ class SearchSetup:
     def rule_knowledge(self) -> CardKnowledge | None:
         """Public card knowledge of the blueprint's conventions: a rule bot blueprint's own, or that of the
         rule bot whose conventions a network blueprint learnt; None for neither."""
-        return card_knowledge(self.net) or self.conventions
+        return self.net if self.caps.card_knowledge else self.conventions
 
     @property
     def knowledge(self) -> CardKnowledge | None:
@@ -156,12 +156,12 @@ class SearchSetup:
         self.close()
 
 
-def belief_for(modes: list[Mode | str], belief: str | Path | None, blueprint: str | Path, checkpoints: Path,
+def belief_for(draws: bool, belief: str | Path | None, blueprint: str | Path, checkpoints: Path,
                players: int | None = None) -> str | Path | None:
-    """The belief file the modes draw their hands from: `belief`, else the one shipped for the blueprint
-    (None if there is none: the set-up then says the mode needs one); None when no mode draws from a belief,
-    so that none is loaded, checked against the blueprint or recorded."""
-    if not any(Mode.parse(str(m)).sampler is Sampler.BELIEF for m in modes):
+    """The belief file a run draws hands from: `belief`, else the one shipped for the blueprint (None if there
+    is none: the set-up then says the mode needs one); None when it draws none (`draws` False), so that none
+    is loaded, checked against the blueprint or recorded."""
+    if not draws:
         return None
     return belief if belief is not None else shipped_belief(blueprint, checkpoints, players)
 

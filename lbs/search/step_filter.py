@@ -8,28 +8,28 @@ runs on them with the seats' shared state; the candidate stays if the partner's 
 Candidates run in chunks of whole games' rows (the step decides per lockstep group of P rows) sized by a
 memory cap; no loop over candidates, no host sync inside a chunk, the same code on CPU and CUDA.
 
-The shared state is each seat's blueprint state, advanced by the range on every real move. With
-`hidden_is_public` it is built from public events, with one exception this module knows of: SmartBot's
-discard-finesse read, where a seat that sees a known playable card discarded marks the partner holding
-that card as their newest card, so its state reads the partners' cards (the searcher's among them).
-The blueprint says so (`reads_hands`, found by `hand_reads`); the range then advances the shared state
-on a hand from the filtered range (every hand left in it makes the same read: the discarding partner's
-own rule, itself filtered, fixed whether the searcher's newest card is the one discarded).
+The shared state is each seat's blueprint state, advanced by the range on every real move. With a public
+state (Capabilities.public_state) it is built from public events, with one exception this module knows of:
+SmartBot's discard-finesse read, where a seat that sees a known playable card discarded marks the partner
+holding that card as their newest card, so its state reads the partners' cards (the searcher's among them).
+The blueprint declares it (Capabilities.reads_hands; its `reads_hands` says where); the range then advances
+the shared state on a hand from the filtered range (every hand left in it makes the same read: the
+discarding partner's own rule, itself filtered, fixed whether the searcher's newest card is the one
+discarded).
 
-A blueprint whose decision reads the seen cards only after its state update (SmartBot: `seat_view`,
-`moves_seeing`) gets the cheap path: the mover's view is built once per game from the shared state the
-range advanced, and each candidate costs only the decision with its cards shown, no observation encoded
-and no state update per candidate. Every hand left in the range gives the mover that shared state (the
-paragraph above), so both paths keep the same rows; tests/search/test_smartbot_search.py checks it.
+A blueprint whose decision reads the seen cards only after its state update (SmartBot:
+Capabilities.seat_view, its `seat_view` and `moves_seeing`) gets the cheap path: the mover's view is built
+once per game from the shared state the range advanced, and each candidate costs only the decision with its
+cards shown, no observation encoded and no state update per candidate. Every hand left in the range gives
+the mover that shared state (the paragraph above), so both paths keep the same rows;
+tests/search/test_smartbot_search.py checks it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..acting import seat_q
 from ..hanabi.config import GameConfig
@@ -45,18 +45,6 @@ per device: on a CPU larger chunks gain nothing (8,192 candidates filter 1.08x f
 BYTES_PER_FEATURE = 24
 """Bytes per observation feature per row held at once: the encoder's bool buffer, the uint8 and float
 observations and the step's work (a generous estimate, so a chunk stays under its cap)."""
-
-
-def hand_reads(module: nn.Module) -> Callable[[torch.Tensor, tuple], torch.Tensor] | None:
-    """The blueprint's `reads_hands(obs [R, D] float, state) -> [R] bool` (its state advance on obs reads
-    cards of partners other than the last mover), or None: it reads none."""
-    return getattr(module, "reads_hands", None)
-
-
-def seat_views(module: nn.Module) -> bool:
-    """Whether the blueprint decides from a per-seat view with the seen cards swappable (`seat_view` and
-    `moves_seeing`, see the module doc)."""
-    return callable(getattr(module, "seat_view", None)) and callable(getattr(module, "moves_seeing", None))
 
 
 def take(tree: tuple, rows: torch.Tensor) -> tuple:
@@ -92,9 +80,10 @@ class StepPolicy:
 
     def __init__(self, game: GameConfig, net: QNetHandle, seat: int, max_bytes: int | None = None):
         self.game, self.net, self.seat, self.max_bytes = game, net, seat, max_bytes
-        with net.borrowed() as module:
-            self.reads = hand_reads(module)
-            self.cheap = seat_views(module)
+        caps = net.capabilities
+        self.reads = caps.reads_hands
+        """whether the blueprint's state update may read the searcher's cards (see the module doc)"""
+        self.cheap = caps.seat_view
         """whether candidates take the cheap path (the mover's view shared, see the module doc)"""
 
     def chunk(self, device: torch.device) -> int:
@@ -155,8 +144,9 @@ class StepPolicy:
         g, p = self.game, self.game.players
         obs, _, _, new = seat_q(g, state, self.net.step, hid)
         reads = torch.zeros(state.batch_size, dtype=torch.bool, device=state.device)
-        if self.reads is not None:
-            rows = self.reads(obs.reshape(state.batch_size * p, -1).float(), hid)
+        if self.reads:
+            with self.net.borrowed() as module:
+                rows = module.reads_hands(obs.reshape(state.batch_size * p, -1).float(), hid)
             rows = rows.reshape(-1, p) & (torch.arange(p, device=state.device) != self.seat)
             reads = rows.any(1) & (state.last_player != self.seat)
         return new, reads

@@ -38,7 +38,7 @@ class Timing:
         """The time since t0 (one clock read) added to each of `what`."""
         dt = self.clock() - t0
         for name in what:
-            setattr(self, name, getattr(self, name) + dt)
+            vars(self)[name] += dt
 
     def wrap(self, fn: Callable, what: str = "networks") -> Callable:
         """fn, with its wall time added to `what`."""

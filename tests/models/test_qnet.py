@@ -176,7 +176,7 @@ def test_public_state_ignores_private_features(kind: str, facts: str) -> None:
         assert not torch.allclose(h1.h, h2.h)
     else:
         assert torch.equal(h1.h, h2.h) and torch.equal(h1.c, h2.c)
-        assert net.hidden_is_public
+        assert net.capabilities.public_state and net.capabilities.public_split
 
 
 @pytest.mark.parametrize("facts", list(FACTS))

@@ -21,7 +21,7 @@ from lbs.acting import Turn, greedy, legal_with_noop, play
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.hanabi.state import HanabiState
 from lbs.infer import InferenceServer, QNetHandle
-from lbs.models import FixedQNet, NetConfig, make_qnet
+from lbs.models import FixedQNet, NetConfig, card_facts, make_qnet
 from lbs.search.exact_range import ExactRange
 from lbs.search.range_filter import Q_TOL, CandidatePolicy
 
@@ -315,13 +315,20 @@ def test_fast_first_layer_equals_full_network(counting: bool, hint_facts: bool, 
     cfg = NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=counting, hint_facts=hint_facts,
                     discard_facts=discard_facts)
     net = make_qnet(game, cfg).eval()
+    policy, got, want = true_hand_q(game, net)
+    assert policy.fast
+    assert (policy.counting, policy.hints, policy.discards) == (counting, hint_facts, discard_facts)
+    torch.testing.assert_close(got - got[:, :1], want - want[:, :1], rtol=1e-5, atol=1e-5)
+
+
+def true_hand_q(game: GameConfig, net, seat: int = 0) -> tuple[CandidatePolicy, torch.Tensor, torch.Tensor]:
+    """(the filter, its Q for the searcher's true hand, the network's own Q) at the partners' moves of a few
+    games after four random moves: the fast path gives the dueling head's advantages, Q up to a per-row
+    constant."""
     state = engine.reset(game, torch.arange(6))
     for t in range(4):
         state = engine.step(game, state, engine.random_moves(game, state, torch.arange(6) + t))[0]
-    seat = 0
     policy = CandidatePolicy(game, served(net), seat)
-    assert policy.fast
-    assert (policy.counting, policy.hints, policy.discards) == (counting, hint_facts, discard_facts)
     g, p = state.batch_size, game.players
     obs = encode(game, state).reshape(g * p, -1)
     legal = legal_with_noop(game, state).reshape(g * p, -1)
@@ -335,6 +342,27 @@ def test_fast_first_layer_equals_full_network(counting: bool, hint_facts: bool, 
     partner = (state.cur_player != seat) & ~state.done
     assert int(partner.sum()) >= 4
     assert torch.equal(leg[partner], legal[pick][partner])
-    want = q_full[torch.arange(g), state.cur_player][partner]
-    got = q[partner]  # the fast path: the dueling head's advantages, Q up to a per-row constant
-    torch.testing.assert_close(got - got[:, :1], want - want[:, :1], rtol=1e-5, atol=1e-5)
+    return policy, q[partner], q_full[torch.arange(g), state.cur_player][partner]
+
+
+def test_a_new_family_of_facts_enters_by_name_and_the_filter_still_holds(monkeypatch) -> None:
+    """A family of facts added to card_facts.FAMILIES alone (here: how many playable cards each partner holds,
+    read from the cards the mover sees) takes its named place in the network's input, and SPARTA's filter,
+    which adds no terms for it, runs the network's whole private pass per candidate: still the network's own
+    Q for the true hand."""
+    game = GameConfig(players=3)
+
+    def playable_held(game: GameConfig, obs: torch.Tensor, bd: card_facts.Board) -> torch.Tensor:
+        cards = game.layout.view(obs, "hands.cards").float()
+        cards = cards.reshape(*obs.shape[:-1], game.players - 1, game.hand_size, game.card_types)
+        return (cards * bd.status[..., None, None, :, 0]).sum((-2, -1))  # [..., P-1]
+
+    family = card_facts.Family("counting", lambda g: (("held.playable", g.players - 1),), playable_held)
+    monkeypatch.setattr(card_facts, "FAMILIES", (*card_facts.FAMILIES, family))
+    torch.manual_seed(0)
+    net = make_qnet(game, NetConfig(hidden=32, lstm_layers=1, mlp_layers=2, counting=True)).eval()
+    assert net.input_layout.slices["held.playable"] == slice(net.private_in - 2, net.private_in)
+    assert net.input_layout.slices["counts.own"].start == game.obs_dim + card_facts.public_dim(game)
+    policy, got, want = true_hand_q(game, net)
+    assert not policy.fast
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

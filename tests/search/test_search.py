@@ -299,7 +299,7 @@ def test_the_reference_budget_gives_each_move_its_share_and_no_more():
     net, model = blueprint(GAME), belief(GAME)
     spent = {}
     for ref in (False, True):
-        cfg = SearchConfig(depth=2, rollouts=200, min_rollouts=10, seat=0, reference_budget=ref)
+        cfg = SearchConfig(rollouts=200, min_rollouts=10, seat=0, reference_budget=ref)
         with SearchSetup.of(GAME, net, "lbs-2", cfg, model) as setup, torch.no_grad():
             res = play_games(setup, games=8, seed=2)
         decisions = [d for r in res for d in r.decisions]
@@ -314,7 +314,7 @@ def test_the_reference_budget_gives_each_move_its_share_and_no_more():
 
 
 # ---- the searcher -------------------------------------------------------------------------------------
-CFG = SearchConfig(depth=2, rollouts=150, min_rollouts=10, seat=0)
+CFG = SearchConfig(rollouts=150, min_rollouts=10, seat=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -428,7 +428,7 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
     game = GAME
     net, model = blueprint(game), belief(game)
     server = serve(net, model)
-    cfg = SearchConfig(depth=depth, rollouts=150, min_rollouts=10, seat=0)
+    cfg = SearchConfig(rollouts=150, min_rollouts=10, seat=0)
     swaps = 0
     peeked = False
     with torch.no_grad():
@@ -445,7 +445,7 @@ def test_no_peeking_decisions_ignore_the_true_hand(depth):
 
             def decide(st, sampler, games=games, hid=hid, bp=bp, steps=steps, ids=ids):
                 sampler.reset(st)
-                searcher = Searcher(game, server.qnet().step, sampler, cfg, seed=3)
+                searcher = Searcher(game, server.qnet().step, sampler, cfg, depth, seed=3)
                 return searcher.decide(st, games, hid, bp, steps, ids)
 
             a, b = (decide(st, LearnedBelief(game, server, 0)) for st in (state, other))
@@ -565,3 +565,49 @@ def test_progress_is_reported_after_every_move_and_counts_the_searched_moves():
     # the bound on what is left never lets the bar's total fall below what is done
     assert all(a.searched + a.searched_left >= searched for a in seen)
     assert [p.searched for p in seen] == sorted(p.searched for p in seen)
+
+
+# ---- the blueprint contract ---------------------------------------------------------------------------
+def test_every_blueprint_type_declares_what_it_offers_and_set_up_checks_it():
+    """Each blueprint type declares its capabilities once (lbs.blueprint); set-up reads the declaration and
+    refuses a module that makes none in one line, and a declared capability without its methods is a bug."""
+    from torch import nn
+
+    from lbs import blueprint as bp
+    from lbs.models import FixedQNet
+
+    want = {"publ_lstm": bp.Capabilities(value=True, public_state=True, public_split=True),
+            "ff": bp.Capabilities(value=True, public_state=True, public_split=True),
+            "lstm": bp.Capabilities(value=True)}
+    for kind, caps in want.items():
+        assert bp.check(make_qnet(GAME, NetConfig(kind=kind, hidden=8, lstm_layers=1, mlp_layers=1))) == caps
+    assert bp.check(FixedQNet(GAME)) == want["publ_lstm"]
+    assert bp.check(SmartBot(GAME)) == bp.Capabilities(public_state=True, card_knowledge=True,
+                                                       reads_hands=True, seat_view=True)
+
+    class Plain(nn.Module):
+        def initial_state(self, rows, device=None):
+            return ()
+
+        def step(self, priv, publ, legal, state):
+            return legal.float(), state
+
+    with pytest.raises(ValueError, match="Plain is no blueprint: it declares no capabilities"):
+        SearchSetup.of(GAME, Plain(), "sparta", SearchConfig(rollouts=150, min_rollouts=10))
+
+    class Boasts(bp.Blueprint):
+        capabilities = bp.Capabilities(public_state=True, public_split=True)
+
+    with pytest.raises(TypeError, match="declares public_split without the methods of PublicSplit"):
+        bp.check(Boasts())
+
+
+def test_the_paired_difference_says_plainly_whether_it_is_more_than_noise():
+    from lbs.search.report import verdict
+
+    assert verdict(-0.5, 0.5, 2) == ("within noise (|difference| < 2 s.e.): about 9 deals would tell a "
+                                     "difference this size from none")
+    assert verdict(1.0, 0.25, 40) == "4.0 standard errors above the blueprint"
+    assert verdict(-1.0, 0.4, 40) == "2.5 standard errors below the blueprint"
+    assert verdict(0.0, 0.3, 10) == "within noise (no mean difference)"
+    assert verdict(2.0, 0.0, 1) == "one deal, no error estimate: not a result"
