@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import machine, result_path, write_result
 from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.models import resolve_device
@@ -32,11 +33,6 @@ from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
-
-if __package__:  # python -m experiments.bench_search, or imported
-    from .common import machine, result_path, write_result
-else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = {"off": [False], "on": [True], "both": [False, True]}

@@ -1,7 +1,7 @@
 """Run the entry points under faults and count what survives: kill -9 at random moments (some mid-write),
 SIGTERM and Ctrl-C, two processes on one run folder or result file, and a full disk.
 
-    python experiments/faults.py --kills 6 --record cpu          # a few minutes on a 2-core CPU
+    python -m experiments.faults --kills 6 --record cpu          # a few minutes on a 2-core CPU
 
 Every fault runs a real process (tiny blueprint runs, 2-colour search games) in a scratch folder. After each,
 every checkpoint and journal left is read back (a corrupt one is counted, never repaired), and the work lost
@@ -25,11 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__:
-    from .common import machine, result_path, write_result
-else:
-    from common import machine, result_path, write_result
-
+from experiments.common import command, machine, result_path, write_result
 from lbs import ckpt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,7 +231,6 @@ elif fault == "slow-write":  # each checkpoint write takes a second between its 
     ckpt.os.fsync = lambda fd: (time.sleep(1.0), fsync(fd))
 elif fault == "same-second":  # every clock reads the same second
     time.strftime = lambda fmt, *a: "20260101-000000"
-sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
@@ -302,7 +297,7 @@ def main() -> None:
         "# Faults: kills, signals, two holders, a full disk",
         "",
         f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}.",
-        f"- Command: `python {' '.join(sys.argv)}`; {time.time() - t0:.0f} s.",
+        f"- Command: `{command()}`; {time.time() - t0:.0f} s.",
         "- Files checked: every latest.pt / best.pt read back with its sha256 (ckpt.load), every search "
         "journal parsed; corrupt: any that fails. Wrong: an outcome other than the promised one (exit 128 + "
         "signal and one stop line; a second holder refused in one line; same-second runs in two folders; a "

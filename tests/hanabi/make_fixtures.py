@@ -10,7 +10,7 @@ For every config in lbs.hanabi.variants.VARIANTS:
 Moves come from lbs.hanabi.policies.conformance_policy played in our engine; every value stored comes
 from HLE replaying those moves, so tests/hanabi/test_fixtures.py checks our engine against HLE on machines
 where HLE cannot be built.
-Usage: python experiments/make_fixtures.py [--games 16] [--out tests/hanabi/fixtures]
+Usage: python tests/hanabi/make_fixtures.py [--games 16] [--out tests/hanabi/fixtures]
 """
 
 from __future__ import annotations
