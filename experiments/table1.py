@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from experiments.common import command, machine, result_path
 from lbs import cli
 from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.hanabi import GameConfig
@@ -43,11 +44,6 @@ from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.setup import belief_for, build_search
 from lbs.search.timing import Timing
-
-if __package__:  # python -m experiments.table1, or imported
-    from .common import machine, result_path
-else:  # python experiments/table1.py: this folder is first on the import path
-    from common import machine, result_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -205,7 +201,7 @@ def run(args, state: Kept) -> None:
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
         f"- Machine: {machine()}; device {device}.",
-        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- Command: `{command()}`",
         f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
         f"seed {args.seed}), {args.rollouts} rollouts per searched move, {args.min_rollouts} per move before "
         f"pruning, delta {args.delta:g}, SPARTA max range {args.max_range:,}"
@@ -221,7 +217,7 @@ def run(args, state: Kept) -> None:
                 "reference_budget": args.reference_budget, "keep_lost_points": args.keep_lost_points,
                 "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
                 "belief": Path(args.belief).name if args.belief else None,
-                "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
+                "machine": machine(), "command": command()}
     rows: list[Row] = []
     searched = [m for m in args.modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
@@ -273,9 +269,10 @@ def run(args, state: Kept) -> None:
 
 
 def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, out: Path,
-          done: bool = True, population: torch.Tensor | None = None) -> None:
-    """The table (.md), its per-game scores and settings (.json) and the figure (.png); before the run is
-    done, the rows so far, marked partial (rewritten after every mode)."""
+          done: bool = True, population: torch.Tensor | None = None, runs: list[dict] | None = None) -> None:
+    """The table (.md), its per-game scores, settings and rows' sources and machines (.json: what --combine
+    reads) and the figure (.png); before the run is done, the rows so far, marked partial (rewritten after
+    every mode). runs: the recorded runs a joined table comes from (played_run)."""
     if not done:
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
@@ -288,6 +285,8 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, ou
         "summaries": {r.mode: r.summary for r in rows},
         "splits": {r.mode: r.split for r in rows if r.split is not None},
         "sources": {r.mode: r.source for r in rows if r.source},
+        "machines": {r.mode: r.machine for r in rows if r.machine},
+        **({"runs": runs} if runs else {}),
     }, default=str) + "\n"
     png = figure([r for r in rows if r.mode != "blueprint"], game)
     try:  # each file whole or not at all: a full disk leaves the previous version
@@ -476,9 +475,10 @@ def combine(args, out: Path) -> None:
         except (OSError, ValueError) as e:
             sys.exit(f"table1 --combine: cannot read {name}: {e}")
         d = runs[-1][1]
-        if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
-                and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
+        if not (isinstance(d, dict) and isinstance(d.get("scores"), dict) and "summaries" in d):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
+        if problem := malformed(d):
+            sys.exit(f"table1 --combine: {name}: {problem}")
     known = [{**UNRECORDED, **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
     lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
@@ -493,10 +493,11 @@ def combine(args, out: Path) -> None:
             mine = base.get(mode, d["scores"].get("blueprint"))
             if mine is None:
                 sys.exit(f"table1 --combine: {path.name} has no blueprint row to pair {mode} with")
-            where = d.get("settings", {}).get("machine", "")
+            where = d.get("machines", {}).get(mode, d.get("settings", {}).get("machine", ""))
+            source = d.get("sources", {}).get(mode) or path.name  # a joined table names its own runs
             pieces.setdefault(mode, []).append((first, Row(mode, d["summaries"][mode], scores,
                                                            mine[: len(scores)], d.get("splits", {}).get(mode),
-                                                           path.name, where)))
+                                                           source, where)))
     if "blueprint" not in pieces:
         sys.exit("table1 --combine: no run has a blueprint row to pair with")
     chains = {mode: chain(found) for mode, found in pieces.items()}
@@ -525,7 +526,7 @@ def combine(args, out: Path) -> None:
     head = [
         f"# Table 1 (LBS paper), combined from {len(runs)} recorded runs on the same deals",
         "",
-        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- Command: `{command()}`",
         "- Each row: mode (games) from run; that run's .md has its machine and command.",
         *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`{', ' + r.machine if r.machine else ''}"
           for r in rows],
@@ -537,7 +538,67 @@ def combine(args, out: Path) -> None:
     population = population_scores(args, game, first.get("seed", args.seed))
     if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")
-    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population)
+    played = [x for path, d in runs for x in d.get("runs") or [played_run(path, d)]]
+    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population,
+          runs=played)
+
+
+def played_run(path: Path, d: dict) -> dict:
+    """Where and how a recorded run played (a joined table keeps these of every run it joins, so its one
+    file reproduces it through --combine once the runs' own files are gone)."""
+    settings = d.get("settings", {})
+    return {"file": str(path), "command": settings.get("command"), "machine": settings.get("machine"),
+            "first_game": settings.get("first_game", 0), "games": {m: len(x) for m, x in d["scores"].items()}}
+
+
+NUMBER = (int, float)
+SUMMARY = ("seconds", "seconds_per_game", "searched_moves", "rollouts", "rollouts_per_s", "deviation_pct",
+           "fallback_pct")
+"""The summary's numbers a table reads (a joined row sums or weighs them), beside games and score."""
+
+
+def malformed(d: dict) -> str | None:
+    """What keeps a recorded run (its .json) from joining a table: the field and its fault, or None."""
+    def numbers(field: str, xs) -> str | None:
+        if not isinstance(xs, list) or not all(isinstance(x, NUMBER) and not isinstance(x, bool) for x in xs):
+            return f"{field} is not a list of numbers"
+        if not all(math.isfinite(x) for x in xs):
+            return f"{field} holds a score that is not a finite number (NaN or inf)"
+        return None
+
+    for key in ("summaries", "settings", "blueprint_scores", "splits", "sources", "machines"):
+        if key in d and not isinstance(d[key], dict):
+            return f"{key} is not an object"
+    settings, base = d.get("settings", {}), d.get("blueprint_scores", {})
+    if "game" in settings:
+        try:
+            GameConfig.from_dict(settings["game"])
+        except (TypeError, ValueError) as e:
+            return f"settings.game is no GameConfig ({e})"
+    if not isinstance(settings.get("first_game", 0), int) or settings.get("first_game", 0) < 0:
+        return "settings.first_game is not a deal number"
+    for mode, scores in d["scores"].items():
+        problem = numbers(f"scores.{mode}", scores)
+        pair = base.get(mode, d["scores"].get("blueprint"))
+        if problem is None and pair is not None:
+            field = f"blueprint_scores.{mode}" if mode in base else "scores.blueprint"
+            problem = numbers(field, pair)
+            if problem is None and len(pair) < len(scores):
+                problem = f"{field} has {len(pair)} scores for the {len(scores)} games of scores.{mode}"
+        if problem:
+            return problem
+        s = d["summaries"].get(mode)
+        if not isinstance(s, dict):
+            return f"summaries.{mode} is missing (scores.{mode} has no summary)"
+        if s.get("games") != len(scores):
+            return f"summaries.{mode}.games is {s.get('games')!r}, not the {len(scores)} of scores.{mode}"
+        score = s.get("score")
+        if not isinstance(score, dict) or not all(isinstance(score.get(k), NUMBER) for k in ("mean", "sem")):
+            return f"summaries.{mode}.score is not a mean and s.e.m."
+        for key in SUMMARY:
+            if not isinstance(s.get(key), NUMBER):
+                return f"summaries.{mode}.{key} is not a number"
+    return None
 
 
 def chain(found: list[tuple[int, Row]]) -> list[Row]:
