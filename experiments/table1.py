@@ -555,6 +555,7 @@ NUMBER = (int, float)
 SUMMARY = ("seconds", "seconds_per_game", "searched_moves", "rollouts", "rollouts_per_s", "deviation_pct",
            "fallback_pct")
 """The summary's numbers a table reads (a joined row sums or weighs them), beside games and score."""
+SPLIT = ("networks", "engine", "sampler", "rest")
 
 
 def malformed(d: dict) -> str | None:
@@ -598,6 +599,12 @@ def malformed(d: dict) -> str | None:
         for key in SUMMARY:
             if not isinstance(s.get(key), NUMBER):
                 return f"summaries.{mode}.{key} is not a number"
+    for mode, split in d.get("splits", {}).items():
+        if not isinstance(split, dict) or not all(isinstance(split.get(k), NUMBER) for k in SPLIT):
+            return f"splits.{mode} is not seconds in {', '.join(SPLIT)}"
+    for key in ("sources", "machines"):
+        if not all(isinstance(x, str) for x in d.get(key, {}).values()):
+            return f"{key} holds a value that is not a string"
     return None
 
 

@@ -288,13 +288,15 @@ def test_combine_refuses_a_malformed_record_in_one_line_naming_the_file_and_the_
         "summaries.lbs-8.seconds_per_game is not a number":
             {**good, "summaries": {**summaries, "lbs-8": {**summaries["lbs-8"], "seconds_per_game": "2.0"}}},
         "splits is not an object": {**good, "splits": [1, 2]},
+        "splits.lbs-8 is not seconds in networks": {**good, "splits": {"lbs-8": {"networks": "1"}}},
+        "sources holds a value that is not a string": {**good, "sources": {"lbs-8": 3}},
     }
     for want, d in cases.items():
         assert want in (t1.malformed(d) or ""), (want, t1.malformed(d))
     bad = tmp_path / "nan.json"  # end to end: one line, the file and the field, no row with +nan
     bad.write_text(json.dumps(cases["scores.lbs-8 holds a score that is not a finite number"]))
     r = subprocess.run([*TABLE1, "--combine", str(bad), "--out", str(tmp_path)], capture_output=True,
-                       text=True, timeout=120, env=ENV)
+                       text=True, timeout=600, env=ENV)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         f"table1 --combine: {bad}: scores.lbs-8 holds a score that is not a finite number (NaN or inf)"]
 
