@@ -527,7 +527,7 @@ def combine(args, out: Path) -> None:
         f"# Table 1 (LBS paper), combined from {len(runs)} recorded runs on the same deals",
         "",
         f"- Command: `{command()}`",
-        "- Each row: mode (games) from run; that run's .md has its machine and command.",
+        "- Each row: mode (games) from run; each run's command and machine are in this table's .json (runs).",
         *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`{', ' + r.machine if r.machine else ''}"
           for r in rows],
         "- Every row is paired with the blueprint on its own deals (the first N evaluation deals); rows with",
