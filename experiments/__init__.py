@@ -1,3 +1,3 @@
 """Benchmarks, paper tables and figures, diagnostics and shipping scripts; `common` is their one helper
-module. Each script runs as a file (`python experiments/table1.py ...`) or as a module
-(`python -m experiments.table1 ...`) from the repository root; results go to `results/<experiment>/`."""
+module. Each runs as a module from the repository root (`python -m experiments.table1 ...`); results go
+to `results/<experiment>/`."""

@@ -2,8 +2,8 @@
 learned belief vs grounded belief (and the counting prior alone), over blueprint games; plus belief
 sampling throughput.
 
-    python experiments/belief_fig3.py --belief runs/belief/latest.pt --games 1000
-    python experiments/belief_fig3.py --belief runs/belief/latest.pt --blueprint bp.pt --device cuda
+    python -m experiments.belief_fig3 --belief runs/belief/latest.pt --games 1000
+    python -m experiments.belief_fig3 --belief runs/belief/latest.pt --blueprint bp.pt --device cuda
 
 Games are greedy blueprint self-play on held-out deals (evaluate_belief: seeds 0..games-1, episode
 -1-seed, never a training deal). Every player's own hand at every turn counts; the learned belief reads
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, sync
 from lbs import ckpt
 from lbs.belief.constraints import HandConstraints
 from lbs.belief.constraints import from_obs as constraints_from_obs
@@ -50,11 +51,6 @@ from lbs.models import (
 )
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
-
-if __package__:  # python -m experiments.belief_fig3, or imported
-    from .common import machine, sync
-else:  # python experiments/belief_fig3.py: this folder is first on the import path
-    from common import machine, sync
 
 RESULTS = Path(__file__).resolve().parent / "results" / "belief_fig3"
 
@@ -321,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}",
         "",
         f"- machine: {machine()}",
-        f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`",
+        f"- command: `{command()}`",
         f"- game: {game.to_dict()}",
         f"- blueprint: `{bp_path}` ({about_bp})",
         f"- belief: `{args.belief}` (step {step}, model {blob['config']['model']}, "

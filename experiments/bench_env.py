@@ -1,6 +1,6 @@
 """Environment throughput: the batched torch engine against hanabi-learning-environment (HLE).
 
-    python experiments/bench_env.py --device auto --batch-sizes 1 64 1024 4096 16384 --threads 1
+    python -m experiments.bench_env --device auto --batch-sizes 1 64 1024 4096 16384 --threads 1
 
 One "game step" is the work an actor needs per move: the legal-move mask, the canonical observation
 of every player, a uniformly random legal move (lbs.hanabi.engine.random_moves, on the device), the
@@ -30,13 +30,9 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, cpu_name, sync
 from lbs.hanabi import BatchedHanabi, GameConfig
 from lbs.hanabi.random_play import actor_step, core_step, start
-
-if __package__:  # python -m experiments.bench_env, or imported
-    from .common import cpu_name, sync
-else:  # python experiments/bench_env.py: this folder is first on the import path
-    from common import cpu_name, sync
 
 
 @dataclass
@@ -78,10 +74,11 @@ def _compiled_graphs() -> int:
 
 def _peak_rss(args: Args, batch: int) -> int | None:
     """Peak RSS in bytes of a fresh process running a few actor steps for `batch` games (CPU)."""
-    cmd = [sys.executable, __file__, "--mem-probe", str(batch), "--players", str(args.players)]
-    cmd += ["--obs-dtype", args.obs_dtype, "--threads", str(args.threads)]
+    cmd = [sys.executable, "-m", "experiments.bench_env", "--mem-probe", str(batch)]
+    cmd += ["--players", str(args.players), "--obs-dtype", args.obs_dtype, "--threads", str(args.threads)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True,
+                              cwd=Path(__file__).resolve().parent.parent)
         return int(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -266,13 +263,12 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"HLE Python API again: {hle_after[0]:,.0f} moves/s wall, {hle_after[1]:,.0f}/CPU-s", flush=True)
 
     date = datetime.date.today().isoformat()
-    command = " ".join(sys.argv) if argv is None else "experiments/bench_env.py " + " ".join(argv)
     out = Path(args.out) / f"bench_env_{date}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         f"# Environment throughput, {date}",
         "",
-        f"Command: `python {command}`",
+        f"Command: `{command(argv)}`",
         "",
         *header,
         "",

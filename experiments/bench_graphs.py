@@ -1,6 +1,6 @@
 """Eager vs captured (CUDA graph) lockstep play: the blueprint's step and a recorded actor round.
 
-    python experiments/bench_graphs.py --device cuda --games 1024 8192
+    python -m experiments.bench_graphs --device cuda --games 1024 8192
 
 The step is lbs.acting.play's: every seat's observation, the Q-network (served by the InferenceServer),
 greedy or epsilon-greedy actions, the engine step. "play" times greedy play from a fresh deal (what
@@ -15,12 +15,12 @@ file.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, sync, write_result
 from lbs.acting import play
 from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig, engine
@@ -28,11 +28,6 @@ from lbs.infer import InferenceServer
 from lbs.models import NetConfig, load_blueprint, make_qnet, resolve_device
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.seeding import Stream, game_seeds
-
-if __package__:  # python -m experiments.bench_graphs, or imported
-    from .common import machine, sync, write_result
-else:  # python experiments/bench_graphs.py: this folder is first on the import path
-    from common import machine, sync, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +100,7 @@ def main(argv: list[str] | None = None) -> Path:
         f"# Eager vs captured lockstep play ({args.net} network, {game})",
         "",
         f"- Machine: {machine()}; device {dev}.",
-        f"- Command: `python experiments/bench_graphs.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
+        f"- Command: `{command(argv)}`",
         f"- {args.steps} steps per call, {args.repeats} timed calls after one untimed first call (its time, "
         "capture included, is the last column).",
         "" if dev.type == "cuda" else "- Not CUDA: the captured path runs eagerly here (no capture).",

@@ -4,8 +4,8 @@ acting and search use. A search rollout batch steps 2 x --max-rows rows (two sea
 measured in the same run, the two interleaved call by call (medians), so a shared machine's load falls
 on both alike.
 
-    python experiments/bench_lstm_step.py --rows 256 2048 16384 --threads 1
-    python experiments/bench_lstm_step.py --device cuda --rows 2048 16384 65536    # on a GPU
+    python -m experiments.bench_lstm_step --rows 256 2048 16384 --threads 1
+    python -m experiments.bench_lstm_step --device cuda --rows 2048 16384 65536    # on a GPU
 
 Writes experiments/results/bench_lstm_step/bench_lstm_step_<date>_NAME.md with --record NAME, else a
 scratch file.
@@ -21,14 +21,10 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, result_path, write_result
 from lbs.ckpt import CheckpointError
 from lbs.models import load_blueprint, resolve_device
 from lbs.models.qnet import lstm_cells
-
-if __package__:  # python -m experiments.bench_lstm_step, or imported
-    from .common import machine, result_path, write_result
-else:  # python experiments/bench_lstm_step.py: this folder is first on the import path
-    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +58,7 @@ def main() -> None:
         "# One LSTM step: torch's fused layer vs explicit cells (lbs.models.qnet.lstm_cells)",
         "",
         f"- Machine: {machine()}; device {device}.",
-        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- Command: `{command()}`",
         f"- The shipped blueprint's public LSTM ({layers} layers x {hidden}), fp32, random inputs; median "
         "wall time per call, the two interleaved call by call.",
         "",

@@ -1,8 +1,8 @@
 """SPARTA exact range on the full 2-player game with the shipped blueprint: range sizes per turn and the
 cost of the counterfactual filter.
 
-    OMP_NUM_THREADS=1 python experiments/bench_range.py --games 3 --turns 12
-    python experiments/bench_range.py --blueprint A.pt B.pt --record NAME   # both, same run, recorded
+    OMP_NUM_THREADS=1 python -m experiments.bench_range --games 3 --turns 12
+    python -m experiments.bench_range --blueprint A.pt B.pt --record NAME   # both, same run, recorded
 
 Several --blueprint files are measured one after the other in the same process (the first is the
 baseline), each on its own greedy games, and a last table sets their first partner filters side by side.
@@ -29,16 +29,12 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, result_path, sync, write_result
 from lbs.acting import Turn, play
 from lbs.hanabi import engine
 from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import load_blueprint
 from lbs.search.exact_range import ExactRange
-
-if __package__:  # python -m experiments.bench_range, or imported
-    from .common import machine, result_path, sync, write_result
-else:  # python experiments/bench_range.py: this folder is first on the import path
-    from common import machine, result_path, sync, write_result
 
 NAME = "bench_range"
 
@@ -120,7 +116,7 @@ def main() -> None:
     out = result_path(NAME, args.record, args.out)  # refused now, not after the work
     torch.set_num_threads(args.threads)
     lines = [f"# bench_range {datetime.date.today()}", "", f"- machine: {machine()}",
-             f"- command: `python {' '.join(sys.argv)}`", f"- device: {args.device}", ""]
+             f"- command: `{command()}`", f"- device: {args.device}", ""]
     table = ["## first partner filter, side by side", "", "| blueprint | searcher seat | s per game | "
              "M candidates/s |", "|---|---|---|---|"]
     for path in args.blueprint:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, result_path, write_result
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.configs import flag_names
 from lbs.search import flags
@@ -29,11 +30,6 @@ from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.timing import Timing
-
-if __package__:  # python -m experiments.bench_search, or imported
-    from .common import machine, result_path, write_result
-else:  # python experiments/bench_search.py: this folder is first on the import path
-    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 SWITCH = {"off": [False], "on": [True], "both": [False, True]}
@@ -144,7 +140,7 @@ def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, part
         f"# Search speed: {game}",
         "",
         f"- Date: {datetime.date.today()}; machine: {machine()}; device {device}.",
-        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- Command: `{command()}`",
         "- Clock: " + ("CPU time of the searching thread (one torch thread on a CPU: core-seconds, whatever "
                        "else runs on the machine)." if _cpu_clock(device, args.threads) else "wall time."),
         f"- {args.games} games per setting, {cfg.rollouts} rollouts per searched move "

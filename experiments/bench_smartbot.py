@@ -1,7 +1,7 @@
 """SmartBot: its scores beside the reference bot's, and its speed beside the engine's.
 
-    python experiments/bench_smartbot.py scores --games 100000 --players 2 3 4 5 --record cpu
-    python experiments/bench_smartbot.py speed --batch-sizes 256 1024 4096 16384 --threads 1 --record cpu
+    python -m experiments.bench_smartbot scores --games 100000 --players 2 3 4 5 --record cpu
+    python -m experiments.bench_smartbot speed --batch-sizes 256 1024 4096 16384 --threads 1 --record cpu
 
 `scores` plays games 0 .. games-1 of the evaluation stream (the deals `train/score.py smartbot` plays) with
 SmartBot in every seat and sets mean ± s.e.m. (HLE scoring: 0 when the last life is lost), the points kept
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from experiments.common import command, machine, result_path, sync, write_result
 from lbs.acting import Turn, play, until_all_over
 from lbs.bots import SmartBot
 from lbs.ckpt import SaveError, write_atomic
@@ -31,11 +32,6 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.random_play import core_step
 from lbs.models import resolve_device
 from lbs.seeding import Stream, game_seeds
-
-if __package__:  # python -m experiments.bench_smartbot, or imported
-    from .common import machine, result_path, sync, write_result
-else:  # python experiments/bench_smartbot.py: this folder is first on the import path
-    from common import machine, result_path, sync, write_result
 
 NAME = "bench_smartbot"
 
@@ -176,12 +172,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"bench_smartbot: {e}")
     torch.set_num_threads(args.threads)
     out = result_path(NAME, f"{args.what}_{args.record}" if args.record else None, args.out)
-    command = " ".join(argv if argv is not None else sys.argv[1:])
 
     def text(body: str, partial: bool = False) -> str:
         mark = " (partial: the run goes on, or was stopped)" if partial else ""
         return (f"# SmartBot {args.what}, {datetime.date.today()}{mark}\n\n- Machine: {machine()}\n"
-                f"- Command: `python experiments/bench_smartbot.py {command}`\n\n{body}")
+                f"- Command: `{command(argv)}`\n\n{body}")
 
     def save(body: str, partial: bool) -> None:
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import itertools
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import torch
@@ -15,6 +17,13 @@ from lbs.machine import cpu_name, machine  # noqa: F401  (experiments name their
 from lbs.runs import InUseError, hold
 
 
+def command(argv: list[str] | None = None) -> str:
+    """How this run was started, as typed at the repository root: `python -m experiments.NAME ARGS` (argv:
+    the arguments a caller passed to main, else the process's own)."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", "-m", f"experiments.{Path(sys.argv[0]).stem}", *map(shlex.quote, args)])
+
+
 def sync(device: torch.device | str) -> None:
     """Wait for the device's queued kernels, so a timer around them measures them (nothing on a CPU)."""
     if torch.device(device).type == "cuda":
@@ -22,8 +31,9 @@ def sync(device: torch.device | str) -> None:
 
 
 RESULTS = Path(__file__).parent / "results"
-"""Tracked results, one folder per experiment (results/<name>/); the runs a joined table was built from
-sit in a subfolder beside it (results/table1/full_2p/)."""
+"""Tracked results, one folder per experiment (results/<name>/). A table joined from runs (table1
+--combine) keeps their per-deal scores, commands and machines in its own .json: the runs' files need not
+stay."""
 
 
 RECORD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

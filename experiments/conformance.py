@@ -6,8 +6,8 @@ are compared before every move and at the end. Writes experiments/results/confor
 (date, machine, command, games, steps, mismatches, time) and saves any mismatching game as a
 GameRecord JSON next to it.
 
-    nice -n 10 python experiments/conformance.py --games 100000 --workers 2
-    python experiments/conformance.py --games 2000 --players 2 3 --batch 128
+    nice -n 10 python -m experiments.conformance --games 100000 --workers 2
+    python -m experiments.conformance --games 2000 --players 2 3 --batch 128
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -25,15 +24,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from experiments.common import command, machine
 from lbs.hanabi import GameConfig
 from lbs.hanabi.interop.differential import EDGE_CASES, DiffReport, differential
 from lbs.hanabi.policies import conformance_policy
 from lbs.hanabi.variants import VARIANTS
-
-if __package__:  # python -m experiments.conformance, or imported
-    from .common import machine
-else:  # python experiments/conformance.py: this folder is first on the import path
-    from common import machine
 
 # The named configs plus more corners of the rules.
 CONFIGS: dict[str, GameConfig] = {
@@ -89,7 +84,7 @@ def write_report(args: Args, reports: dict[str, DiffReport], wall: float, path: 
         f"- machine: {machine()}",
         f"- software: python {platform.python_version()}, torch {torch.__version__}, "
         f"hanabi-learning-environment {hle_version()}",
-        f"- command: `{' '.join(shlex.quote(a) for a in sys.argv)}`",
+        f"- command: `{command()}`",
         f"- games: {total.games}, steps (moves compared): {total.steps}, mismatches: {len(total.mismatches)}",
         f"- time: {wall:.0f} s wall with {args.workers} worker(s) "
         f"({total.steps / max(wall, 1e-9):.0f} steps/s); "

@@ -25,14 +25,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from experiments.common import machine, result_path, write_result  # noqa: E402
 from lbs import ckpt  # noqa: E402
 from lbs.ckpt import SaveError, write_atomic  # noqa: E402
 from lbs.configs import from_dict  # noqa: E402
 from lbs.hanabi import GameConfig, policies  # noqa: E402
 from lbs.rl.config import TrainConfig  # noqa: E402
 from lbs.scoring import play_policy  # noqa: E402
-
-from .common import machine, result_path, write_result  # noqa: E402
 
 SMARTBOT_2P = 22.981
 """SmartBot's 2-player score over 100,000 games

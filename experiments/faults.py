@@ -2,7 +2,7 @@
 SIGTERM and Ctrl-C, two processes on one run folder or result file, a full disk, a stopped search's journal
 damaged in every way we know, and a stop while a belief run writes best.pt.
 
-    python experiments/faults.py --kills 6 --record cpu          # a few minutes on a 2-core CPU
+    python -m experiments.faults --kills 6 --record cpu          # a few minutes on a 2-core CPU
 
 Every fault runs a real process (tiny blueprint and belief runs, 2-colour search games) in a scratch folder.
 After each, every checkpoint and journal left is read back (a checkpoint by its sha256, a journal line by line
@@ -28,11 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__:
-    from .common import machine, result_path, write_result
-else:
-    from common import machine, result_path, write_result
-
+from experiments.common import command, machine, result_path, write_result
 from lbs import ckpt
 from lbs.search.journal import Journal, result_from_dict
 
@@ -256,7 +252,6 @@ elif fault == "slow-best":  # each write of best.pt takes two seconds between it
     ckpt.os.fsync = slow
 elif fault == "same-second":  # every clock reads the same second
     time.strftime = lambda fmt, *a: "20260101-000000"
-sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
@@ -442,7 +437,7 @@ def main() -> None:
         "# Faults: kills, signals, two holders, a full disk, damaged journals, a stop during best.pt",
         "",
         f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}.",
-        f"- Command: `python {' '.join(sys.argv)}`; {time.time() - t0:.0f} s.",
+        f"- Command: `{command()}`; {time.time() - t0:.0f} s.",
         "- Files checked: every latest.pt / best.pt read back with its sha256 (ckpt.load), every search "
         "journal read back line by line with its checksums and settings hash (journals checked: see the "
         "totals); corrupt: any that fails (a journal: any line skipped but a last one cut short by the "

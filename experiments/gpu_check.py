@@ -1,8 +1,8 @@
 """Everything to run first on a GPU, in one command, into one dated result file.
 
-    python experiments/gpu_check.py                      # every step, results under runs/gpu_check/
-    python experiments/gpu_check.py --only tests graphs  # some steps
-    python experiments/gpu_check.py --out runs/gpu_h100  # any results folder
+    python -m experiments.gpu_check                      # every step, results under runs/gpu_check/
+    python -m experiments.gpu_check --only tests graphs  # some steps
+    python -m experiments.gpu_check --out runs/gpu_h100  # any results folder
 
 Where a command may run 10 minutes at most, run the steps in groups that fit (each step's limit is
 below), e.g. `--only tests search`, then `--only search-10k`, then `--only sparta-10k`; without an
@@ -57,10 +57,7 @@ from pathlib import Path
 
 import torch
 
-if __package__:  # python -m experiments.gpu_check, or imported
-    from .common import machine
-else:  # python experiments/gpu_check.py: this folder is first on the import path
-    from common import machine
+from experiments.common import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -69,9 +66,9 @@ PY = sys.executable
 def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     """name -> (command, time limit in seconds)."""
     cuda = f"--device cuda --out {shlex.quote(str(out))}"
-    search = f"experiments/bench_search.py --batch-games 64 --games 64 --cuda-graphs on {cuda}"
-    smartbot = f"experiments/bench_search.py --blueprint smartbot {cuda}"
-    table1 = (f"experiments/table1.py --games 208 --rollouts 1000 --min-rollouts 50 --delta 0.5 "
+    search = f"-m experiments.bench_search --batch-games 64 --games 64 --cuda-graphs on {cuda}"
+    smartbot = f"-m experiments.bench_search --blueprint smartbot {cuda}"
+    table1 = (f"-m experiments.table1 --games 208 --rollouts 1000 --min-rollouts 50 --delta 0.5 "
               f"--max-rows 65536 --cuda-graphs --device cuda --out {shlex.quote(str(out / 'table1'))}")
     recipe = ROOT / "runs" / "blueprint" / f"gpu-recipe-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     earlier = sorted((ROOT / "runs" / "blueprint").glob("gpu-recipe-*/latest.pt"))
@@ -79,14 +76,14 @@ def steps(out: Path) -> dict[str, tuple[list[str], int]]:
     train = "train/blueprint.py --device cuda --wandb_mode disabled --no_progress"
     plan = {
         "tests": ("-m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors -k cuda tests", 180),
-        "env": (f"experiments/bench_env.py --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
+        "env": (f"-m experiments.bench_env --compile --batch-sizes 1024 16384 131072 --seconds 3 {cuda}",
                 580),
-        "graphs": (f"experiments/bench_graphs.py --games 1024 8192 --net paper {cuda}", 580),
+        "graphs": (f"-m experiments.bench_graphs --games 1024 8192 --net paper {cuda}", 580),
         "train": (f"-m experiments.bench_train {cuda}", 300),
         "train-bf16": (f"-m experiments.bench_train --precision bf16-mixed {cuda}", 300),
-        "belief": (f"experiments/belief_fig3.py --belief checkpoints/belief_2p.pt --games 200 {cuda}", 580),
+        "belief": (f"-m experiments.belief_fig3 --belief checkpoints/belief_2p.pt --games 200 {cuda}", 580),
         "search": (f"{search} --modes lbs-16 lbs-1 lbs-inf sparta --rollouts 1000 --min-rollouts 50", 300),
-        "search-10k": (f"experiments/table1.py --modes blueprint lbs-16 --games 64 --batch-games 64 "
+        "search-10k": (f"-m experiments.table1 --modes blueprint lbs-16 --games 64 --batch-games 64 "
                        f"--rollouts 10000 --min-rollouts 100 --cuda-graphs {cuda}", 500),
         "sparta-10k": (f"{search} --modes sparta --rollouts 10000 --min-rollouts 100", 580),
         "overlap": ("-m experiments.bench_train --loop gpu --updates 200 --repeats 1 --device cuda", 580),
@@ -152,7 +149,7 @@ def main(argv: list[str] | None = None) -> Path:
         f"# GPU check on {torch.cuda.get_device_name()}",
         "",
         f"- Date: {datetime.datetime.now():%Y-%m-%d %H:%M}; machine: {machine()}; CUDA {torch.version.cuda}.",
-        f"- Command: `python experiments/gpu_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
+        f"- Command: `python -m experiments.gpu_check {' '.join(sys.argv[1:] if argv is None else argv)}`",
         f"- Steps: {', '.join(names)}; each benchmark's own result file is in {out}.",
         "",
         "| step | exit | seconds |",

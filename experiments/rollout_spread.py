@@ -1,6 +1,6 @@
 """How much a search rollout's return varies under the two ways of scoring a lost game.
 
-    python experiments/rollout_spread.py --blueprint smartbot --games 48 --samples 300 --record smartbot
+    python -m experiments.rollout_spread --blueprint smartbot --games 48 --samples 300 --record smartbot
 
 HLE scores a game lost to bombs as 0; the reference SPARTA's server keeps its points minus one
 (SearchConfig.keep_lost_points). Search compares moves by the mean of their rollouts, so the spread of a
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import command, machine, result_path, write_result
 from lbs import cli
 from lbs.acting import play, seat_q
 from lbs.ckpt import CheckpointError
@@ -30,11 +31,6 @@ from lbs.models import load_blueprint
 from lbs.models.qnet import select_rows
 from lbs.search.rollouts import rollout_returns
 from lbs.seeding import Stream, game_seeds
-
-if __package__:  # python -m experiments.rollout_spread, or imported
-    from .common import machine, result_path, write_result
-else:  # python experiments/rollout_spread.py: this folder is first on the import path
-    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +85,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     lines = [f"# Rollout returns under the two rules for a lost game, {date.today()}", "",
-             f"- Machine: {machine()}", f"- Command: `python {' '.join(sys.argv)}`",
+             f"- Machine: {machine()}", f"- Command: `{command()}`",
              f"- Blueprint {Path(args.blueprint).name}, {game}; {args.samples} reshuffled decks per root, "
              "the blueprint's move rolled out to the end.", "",
              "| root after moves | roots | spread, lost game = 0 (HLE) | spread, lost game = points - 1 "

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from experiments.common import command, machine, result_path, write_result
 from lbs.ckpt import CheckpointError, SaveError, file_hash, write_atomic
 from lbs.configs import flag_names
 from lbs.hanabi import GameConfig
@@ -48,11 +49,6 @@ from lbs.search.agent import Progress, play_games
 from lbs.search.journal import Journal, play_kept
 from lbs.search.report import paired_difference, summarize_run
 from lbs.search.timing import Timing
-
-if __package__:  # python -m experiments.table1, or imported
-    from .common import machine, result_path, write_result
-else:  # python experiments/table1.py: this folder is first on the import path
-    from common import machine, result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
@@ -178,7 +174,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
         f"- Machine: {machine()}; device {device}.",
-        f"- Command: `python {' '.join(sys.argv)}`",
+        f"- Command: `{command()}`",
         f"- {args.games} games (evaluation deals {args.first_game}..{args.first_game + args.games - 1} of "
         f"seed {args.seed}), {cfg.rollouts} rollouts per searched move, {cfg.min_rollouts} per move before "
         f"pruning, delta {cfg.delta:g}, SPARTA max range {cfg.max_range:,}"
@@ -194,7 +190,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
                 "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
                 "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
                 "belief": Path(belief).name if belief else None,
-                "machine": machine(), "command": f"python {' '.join(sys.argv)}"}
+                "machine": machine(), "command": command()}
     rows: list[Row] = []
     searched = [m for m in modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
@@ -251,9 +247,10 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
 
 
 def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, out: Path,
-          done: bool = True, population: torch.Tensor | None = None) -> None:
-    """The table (.md), its per-game scores and settings (.json) and the figure (.png); before the run is
-    done, the rows so far, marked partial (rewritten after every mode)."""
+          done: bool = True, population: torch.Tensor | None = None, runs: list[dict] | None = None) -> None:
+    """The table (.md), its per-game scores, settings and rows' sources and machines (.json: what --combine
+    reads) and the figure (.png); before the run is done, the rows so far, marked partial (rewritten after
+    every mode). runs: the recorded runs a joined table comes from (played_run)."""
     if not done:
         finished = ", ".join(r.mode for r in rows)
         head = head + [f"- Partial: the modes finished so far ({finished}); the run stopped or goes on."]
@@ -266,6 +263,8 @@ def write(rows: list[Row], head: list[str], settings: dict, game: GameConfig, ou
         "summaries": {r.mode: r.summary for r in rows},
         "splits": {r.mode: r.split for r in rows if r.split is not None},
         "sources": {r.mode: r.source for r in rows if r.source},
+        "machines": {r.mode: r.machine for r in rows if r.machine},
+        **({"runs": runs} if runs else {}),
     }, default=str) + "\n"
     png = figure([r for r in rows if r.mode != "blueprint"], game)
     try:  # each file whole or not at all: a full disk leaves the previous version
@@ -454,9 +453,10 @@ def combine(args, out: Path) -> None:
         except (OSError, ValueError) as e:
             sys.exit(f"table1 --combine: cannot read {name}: {e}")
         d = runs[-1][1]
-        if not (isinstance(d, dict) and isinstance(d.get("scores"), dict)
-                and isinstance(d.get("summaries"), dict) and set(d["scores"]) <= set(d["summaries"])):
+        if not (isinstance(d, dict) and isinstance(d.get("scores"), dict) and "summaries" in d):
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
+        if problem := malformed(d):
+            sys.exit(f"table1 --combine: {name}: {problem}")
     known = [{**UNRECORDED, **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
     lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
@@ -471,10 +471,11 @@ def combine(args, out: Path) -> None:
             mine = base.get(mode, d["scores"].get("blueprint"))
             if mine is None:
                 sys.exit(f"table1 --combine: {path.name} has no blueprint row to pair {mode} with")
-            where = d.get("settings", {}).get("machine", "")
+            where = d.get("machines", {}).get(mode, d.get("settings", {}).get("machine", ""))
+            source = d.get("sources", {}).get(mode) or path.name  # a joined table names its own runs
             pieces.setdefault(mode, []).append((first, Row(mode, d["summaries"][mode], scores,
                                                            mine[: len(scores)], d.get("splits", {}).get(mode),
-                                                           path.name, where)))
+                                                           source, where)))
     if "blueprint" not in pieces:
         sys.exit("table1 --combine: no run has a blueprint row to pair with")
     chains = {mode: chain(found) for mode, found in pieces.items()}
@@ -503,8 +504,8 @@ def combine(args, out: Path) -> None:
     head = [
         f"# Table 1 (LBS paper), combined from {len(runs)} recorded runs on the same deals",
         "",
-        f"- Command: `python {' '.join(sys.argv)}`",
-        "- Each row: mode (games) from run; that run's .md has its machine and command.",
+        f"- Command: `{command()}`",
+        "- Each row: mode (games) from run; each run's command and machine are in this table's .json (runs).",
         *[f"  - {r.mode} ({len(r.scores)}): `{r.source}`{', ' + r.machine if r.machine else ''}"
           for r in rows],
         "- Every row is paired with the blueprint on its own deals (the first N evaluation deals); rows with",
@@ -515,7 +516,74 @@ def combine(args, out: Path) -> None:
     population = population_scores(args, game, first.get("seed", args.seed))
     if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")
-    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population)
+    played = [x for path, d in runs for x in d.get("runs") or [played_run(path, d)]]
+    write(rows, head, {**settings, "combined": [str(p) for p, _ in runs]}, game, out, population=population,
+          runs=played)
+
+
+def played_run(path: Path, d: dict) -> dict:
+    """Where and how a recorded run played (a joined table keeps these of every run it joins, so its one
+    file reproduces it through --combine once the runs' own files are gone)."""
+    settings = d.get("settings", {})
+    return {"file": str(path), "command": settings.get("command"), "machine": settings.get("machine"),
+            "first_game": settings.get("first_game", 0), "games": {m: len(x) for m, x in d["scores"].items()}}
+
+
+NUMBER = (int, float)
+SUMMARY = ("seconds", "seconds_per_game", "searched_moves", "rollouts", "rollouts_per_s", "deviation_pct",
+           "fallback_pct")
+"""The summary's numbers a table reads (a joined row sums or weighs them), beside games and score."""
+SPLIT = ("networks", "engine", "sampler", "rest")
+
+
+def malformed(d: dict) -> str | None:
+    """What keeps a recorded run (its .json) from joining a table: the field and its fault, or None."""
+    def numbers(field: str, xs) -> str | None:
+        if not isinstance(xs, list) or not all(isinstance(x, NUMBER) and not isinstance(x, bool) for x in xs):
+            return f"{field} is not a list of numbers"
+        if not all(math.isfinite(x) for x in xs):
+            return f"{field} holds a score that is not a finite number (NaN or inf)"
+        return None
+
+    for key in ("summaries", "settings", "blueprint_scores", "splits", "sources", "machines"):
+        if key in d and not isinstance(d[key], dict):
+            return f"{key} is not an object"
+    settings, base = d.get("settings", {}), d.get("blueprint_scores", {})
+    if "game" in settings:
+        try:
+            GameConfig.from_dict(settings["game"])
+        except (TypeError, ValueError) as e:
+            return f"settings.game is no GameConfig ({e})"
+    if not isinstance(settings.get("first_game", 0), int) or settings.get("first_game", 0) < 0:
+        return "settings.first_game is not a deal number"
+    for mode, scores in d["scores"].items():
+        problem = numbers(f"scores.{mode}", scores)
+        pair = base.get(mode, d["scores"].get("blueprint"))
+        if problem is None and pair is not None:
+            field = f"blueprint_scores.{mode}" if mode in base else "scores.blueprint"
+            problem = numbers(field, pair)
+            if problem is None and len(pair) < len(scores):
+                problem = f"{field} has {len(pair)} scores for the {len(scores)} games of scores.{mode}"
+        if problem:
+            return problem
+        s = d["summaries"].get(mode)
+        if not isinstance(s, dict):
+            return f"summaries.{mode} is missing (scores.{mode} has no summary)"
+        if s.get("games") != len(scores):
+            return f"summaries.{mode}.games is {s.get('games')!r}, not the {len(scores)} of scores.{mode}"
+        score = s.get("score")
+        if not isinstance(score, dict) or not all(isinstance(score.get(k), NUMBER) for k in ("mean", "sem")):
+            return f"summaries.{mode}.score is not a mean and s.e.m."
+        for key in SUMMARY:
+            if not isinstance(s.get(key), NUMBER):
+                return f"summaries.{mode}.{key} is not a number"
+    for mode, split in d.get("splits", {}).items():
+        if not isinstance(split, dict) or not all(isinstance(split.get(k), NUMBER) for k in SPLIT):
+            return f"splits.{mode} is not seconds in {', '.join(SPLIT)}"
+    for key in ("sources", "machines"):
+        if not all(isinstance(x, str) for x in d.get(key, {}).values()):
+            return f"{key} holds a value that is not a string"
+    return None
 
 
 def compare(args) -> None:
@@ -523,7 +591,7 @@ def compare(args) -> None:
     names = tuple(args.compare)
     a, b = load_table(names[0]), load_table(names[1])
     out = result_path(COMPARED, args.record, args.out)
-    head = f"# Two Table 1 results on the same deals: B - A\n\n- Command: `python {' '.join(sys.argv)}`\n"
+    head = f"# Two Table 1 results on the same deals: B - A\n\n- Command: `{command()}`\n"
     write_result(head + compare_body(a, b, names) + "\n", COMPARED, args.record, args.out, out)
 
 

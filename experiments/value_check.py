@@ -19,11 +19,10 @@ import sys
 
 import torch
 
+from experiments.common import machine, result_path, write_result
 from lbs import ckpt, cli
 from lbs.models import is_rule_bot, load_blueprint
 from lbs.rl.values import value_check
-
-from .common import machine, result_path, write_result
 
 COLUMNS = ("rms_own", "rms_other", "bias_own", "bias_other", "corr_own", "corr_other", "n_own", "n_other",
            "mean_return")

@@ -31,7 +31,7 @@ PATH_ARGS = ("checkpoints/", "experiments/results/", "tests/")
 
 # Runs `--help` of each target (a script path, or a module such as experiments.table1) in this one process
 # and prints {target: help text} as JSON on the last line. Experiment scripts run as package modules, the
-# way `python -m experiments.X` runs them; tests/test_table1.py runs one as a file.
+# way `python -m experiments.X` runs them.
 HELP_CHILD = """
 import contextlib, io, json, runpy, sys
 texts = {}
@@ -156,7 +156,7 @@ def help_texts() -> dict[str, str]:
 def test_the_pages_print_the_main_commands():
     """The collector sees what a reader sees: the README's three commands and the docs' blocks."""
     targets = {c.target for c in COMMANDS}
-    assert {"train/blueprint.py", "train/score.py", "search/run.py", "experiments/table1.py"} <= targets
+    assert {"train/blueprint.py", "train/score.py", "search/run.py", "experiments.table1"} <= targets
     assert len(COMMANDS) > 50, len(COMMANDS)
 
 
@@ -210,7 +210,7 @@ def test_the_collector_reads_blocks_spans_modules_and_torchrun(tmp_path, page, f
 
 
 def test_the_checker_catches_a_flag_the_parser_lacks():
-    text = help_texts()["experiments/bench_range.py"]
+    text = help_texts()["experiments.table1"]
     flags = accepted_flags(text)
     assert "--max-range" in flags and "--record" in flags and "--help" in flags
     assert "--max_range" not in flags and "--rows" not in flags

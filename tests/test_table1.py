@@ -4,6 +4,7 @@ for runs that are not."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,10 @@ import torch
 
 from lbs.hanabi import GameConfig
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "table1.py"
+ROOT = Path(__file__).resolve().parent.parent
+TABLE1 = [sys.executable, "-m", "experiments.table1"]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+"""python -m experiments.table1 from any folder (the tests' scratch folders too)"""
 GAME = GameConfig(players=2, colors=2, ranks=5, hand_size=5)
 
 
@@ -42,8 +46,8 @@ def run_json(path: Path, blueprint: list[float], modes: dict[str, list[float]], 
 
 
 def combine(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--combine", *map(str, files), "--out", str(tmp_path)]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [*TABLE1, "--combine", *map(str, files), "--out", str(tmp_path)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV)
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
@@ -224,17 +228,16 @@ def test_scratch_results_of_the_same_second_get_their_own_names(tmp_path, monkey
 def test_a_stopped_table_keeps_the_mode_in_play_and_a_rerun_resumes(tmp_path):
     """SIGTERM while a mode plays: one line says what was kept; the same command again plays only the
     games the journal lacks and writes the whole table."""
-    import os
     import re
     import signal
     import time
 
-    root = SCRIPT.parent.parent
-    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "checkpoints" / "blueprint_2c.pt"),
+    root = ROOT
+    cmd = [*TABLE1, "--blueprint", str(root / "checkpoints" / "blueprint_2c.pt"),
            "--belief", str(root / "checkpoints" / "belief_2c.pt"), "--modes", "blueprint", "lbs-1",
            "--games", "5", "--batch-games", "1", "--rollouts", "170", "--min-rollouts", "10",
            "--threads", "1", "--out", str(tmp_path / "scratch")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**ENV, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     end = time.monotonic() + 240
@@ -260,10 +263,68 @@ def test_a_stopped_table_keeps_the_mode_in_play_and_a_rerun_resumes(tmp_path):
 def test_combine_refuses_a_file_that_is_not_a_table1_result(tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"summary": {}, "games": []}))  # a search/run.py result
-    r = subprocess.run([sys.executable, str(SCRIPT), "--combine", str(other), "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run([*TABLE1, "--combine", str(other), "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, env=ENV)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         f"table1 --combine: {other} is not a table1 result (the .json with scores and summaries)"]
+
+
+def test_combine_refuses_a_malformed_record_in_one_line_naming_the_file_and_the_field(tmp_path):
+    """A record --combine cannot trust is refused before any row is built: the field and its fault."""
+    from experiments import table1 as t1
+
+    good = json.loads(run_json(tmp_path / "ok.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}).read_text())
+    summaries = good["summaries"]
+    assert t1.malformed(good) is None
+    cases = {
+        "scores.lbs-8 is not a list of numbers": {**good, "scores": {**good["scores"], "lbs-8": ["6", 7.0]}},
+        "summaries.lbs-8 is missing": {**good, "summaries": {"blueprint": summaries["blueprint"]}},
+        "settings.game is no GameConfig": {**good, "settings": {**good["settings"],
+                                                                 "game": {**GAME.to_dict(), "colours": 5}}},
+        "blueprint_scores.lbs-8 has 1 scores for the 2 games of scores.lbs-8":
+            {**good, "blueprint_scores": {"lbs-8": [5.0]}},
+        "scores.lbs-8 holds a score that is not a finite number":
+            {**good, "scores": {**good["scores"], "lbs-8": [float("nan"), 7.0]}},
+        "summaries.lbs-8.seconds_per_game is not a number":
+            {**good, "summaries": {**summaries, "lbs-8": {**summaries["lbs-8"], "seconds_per_game": "2.0"}}},
+        "splits is not an object": {**good, "splits": [1, 2]},
+        "splits.lbs-8 is not seconds in networks": {**good, "splits": {"lbs-8": {"networks": "1"}}},
+        "sources holds a value that is not a string": {**good, "sources": {"lbs-8": 3}},
+    }
+    for want, d in cases.items():
+        assert want in (t1.malformed(d) or ""), (want, t1.malformed(d))
+    bad = tmp_path / "nan.json"  # end to end: one line, the file and the field, no row with +nan
+    bad.write_text(json.dumps(cases["scores.lbs-8 holds a score that is not a finite number"]))
+    r = subprocess.run([*TABLE1, "--combine", str(bad), "--out", str(tmp_path)], capture_output=True,
+                       text=True, timeout=600, env=ENV)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        f"table1 --combine: {bad}: scores.lbs-8 holds a score that is not a finite number (NaN or inf)"]
+
+
+def test_a_joined_tables_own_file_rebuilds_it(tmp_path):
+    """The .json --combine writes keeps every row's per-deal scores, source and machine, and each run's
+    command: combined alone it gives the same table, so the runs' own files need not be kept."""
+    bp = [5.0, 6.0, 7.0, 4.0]
+    a = run_json(tmp_path / "a.json", bp[:2], {"sparta": [7.0, 8.0], "lbs-8": [6.0, 7.0]},
+                 command="python -m experiments.table1 --games 2")
+    b = run_json(tmp_path / "b.json", bp[2:], {"sparta": [8.0, 6.0], "lbs-8": [8.0, 5.0]}, first=2,
+                 machine=CPU.format(2.0, 1), command="python -m experiments.table1 --games 2 --first-game 2")
+    first = combine(tmp_path / "one", a, b)
+    assert first.returncode == 0, first.stderr
+    joined = next((tmp_path / "one").glob("table1_*.json"))
+    runs = json.loads(joined.read_text())["runs"]
+    assert [(r["file"], r["command"], r["first_game"]) for r in runs] == [
+        (str(a), "python -m experiments.table1 --games 2", 0),
+        (str(b), "python -m experiments.table1 --games 2 --first-game 2", 2)]
+    again = combine(tmp_path / "two", joined)
+    assert again.returncode == 0, again.stderr
+    def lines(out: str) -> list[str]:
+        return [x for x in out.splitlines() if x.startswith("| ")]
+
+    assert lines(again.stdout) == lines(first.stdout)
+    assert table_rows(again.stdout.split("Paired gain by")[0])["lbs-8"][10] == "1.1x"  # one machine
+    assert "`a.json + b.json`" in again.stdout  # each row still names the runs it joins
+    assert json.loads(next((tmp_path / "two").glob("table1_*.json")).read_text())["runs"] == runs
 
 
 def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
@@ -272,14 +333,15 @@ def test_a_blueprint_without_a_belief_plays_the_modes_that_need_none(tmp_path):
     import shutil
 
     bp = tmp_path / "bp.pt"
-    shutil.copy(SCRIPT.parent.parent / "checkpoints" / "blueprint_2c.pt", bp)
-    base = [sys.executable, str(SCRIPT), "--blueprint", str(bp), "--games", "2", "--threads", "1",
+    shutil.copy(ROOT / "checkpoints" / "blueprint_2c.pt", bp)
+    base = [*TABLE1, "--blueprint", str(bp), "--games", "2", "--threads", "1",
             "--out", str(tmp_path / "scratch")]
-    ok = subprocess.run([*base, "--modes", "blueprint"], capture_output=True, text=True, timeout=300)
+    ok = subprocess.run([*base, "--modes", "blueprint"], capture_output=True, text=True, timeout=300,
+                        env=ENV)
     assert ok.returncode == 0, ok.stderr
     assert list((tmp_path / "scratch").glob("table1_*.md"))
     lbs = subprocess.run([*base, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=ENV)
     assert lbs.returncode != 0
     assert lbs.stderr.strip().splitlines() == ["table1: lbs-1: LBS needs a belief trained for this blueprint "
                                                "(--belief)"]
@@ -289,21 +351,21 @@ def test_a_table_without_lbs_loads_no_belief(tmp_path):
     """SPARTA and the blueprint draw no hands from a belief, so a table of those modes neither loads nor
     records one, and a --belief given to it is refused in one line (it would be ignored); with an LBS mode a
     belief for another blueprint is refused."""
-    root = SCRIPT.parent.parent / "checkpoints"
-    cmd = [sys.executable, str(SCRIPT), "--blueprint", str(root / "blueprint_2c.pt"), "--games", "2",
-           "--threads", "1", "--rollouts", "170", "--min-rollouts", "10", "--out", str(tmp_path)]
+    root = ROOT / "checkpoints"
+    cmd = [*TABLE1, "--blueprint", str(root / "blueprint_2c.pt"), "--games", "2", "--threads", "1",
+           "--rollouts", "170", "--min-rollouts", "10", "--out", str(tmp_path)]
     other = ["--belief", str(root / "belief_2p.pt")]
     res = subprocess.run([*cmd, "--modes", "blueprint", "sparta"], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=ENV)
     assert res.returncode == 0, res.stderr
     assert json.loads(next(tmp_path.glob("table1_*.json")).read_text())["settings"]["belief"] is None
     ignored = subprocess.run([*cmd, *other, "--modes", "blueprint", "sparta"], capture_output=True, text=True,
-                             timeout=300)
+                             timeout=300, env=ENV)
     assert ignored.returncode != 0 and ignored.stderr.strip().splitlines() == [
         f"table1: --belief {other[1]}: no mode here draws hands from a belief (blueprint sparta); "
         "leave it out"]
     lbs = subprocess.run([*cmd, *other, "--modes", "blueprint", "lbs-1"], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=ENV)
     assert lbs.returncode != 0 and "Traceback" not in lbs.stderr and len(lbs.stderr.strip().splitlines()) == 1
 
 
@@ -323,7 +385,6 @@ def test_the_table_splits_each_gain_by_the_blueprints_score_on_the_deal(tmp_path
 
 def test_the_split_weighed_by_the_blueprints_own_scores_is_the_post_stratified_mean():
     """Bucket means weighed by the blueprint's bucket shares over many deals, with the s.e. of that sum."""
-    sys.path.insert(0, str(SCRIPT.parent.parent))
     from experiments import table1 as t1
 
     bp = [10.0, 10.0, 9.0, 9.0, 5.0, 4.0]
@@ -341,9 +402,9 @@ def test_the_split_weighed_by_the_blueprints_own_scores_is_the_post_stratified_m
 
 def test_strata_refuse_a_blueprint_of_another_game(tmp_path):
     a = run_json(tmp_path / "a.json", [5.0, 6.0], {"sparta": [6.0, 6.0]})
-    cmd = [sys.executable, str(SCRIPT), "--combine", str(a), "--blueprint", "smartbot", "--strata", "10",
+    cmd = [*TABLE1, "--combine", str(a), "--blueprint", "smartbot", "--strata", "10",
            "--device", "cpu", "--out", str(tmp_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     assert res.returncode != 0 and res.stderr.strip().startswith("table1 --strata: --blueprint plays")
     assert len(res.stderr.strip().splitlines()) == 1
 
@@ -351,9 +412,9 @@ def test_strata_refuse_a_blueprint_of_another_game(tmp_path):
 def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp_path):
     full = GameConfig(players=2).to_dict()
     a = run_json(tmp_path / "a.json", [0.0, 1.0], {"sparta": [6.0, 6.0]}, game=full)
-    cmd = [sys.executable, str(SCRIPT), "--combine", str(a), "--blueprint", "smartbot", "--strata", "4",
+    cmd = [*TABLE1, "--combine", str(a), "--blueprint", "smartbot", "--strata", "4",
            "--device", "cpu", "--out", str(tmp_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     assert res.returncode != 0
     want = ("table1 --strata: --blueprint scores other than the table's blueprint on the table's deals: "
             "pass the blueprint it played")
@@ -361,8 +422,8 @@ def test_strata_refuse_a_blueprint_that_scores_otherwise_on_the_tables_deals(tmp
 
 
 def compare(tmp_path: Path, a: Path, b: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--compare", str(a), str(b), "--out", str(tmp_path)]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [*TABLE1, "--compare", str(a), str(b), "--out", str(tmp_path)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV)
 
 
 def test_compare_pairs_a_mode_with_itself_under_two_settings_on_the_deals_both_played(tmp_path):

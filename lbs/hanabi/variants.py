@@ -2,7 +2,7 @@
 
 The full games for 2-5 players, then small variants that reach edge cases (the deck running out,
 bombing out, token limits, odd hand sizes) in few steps. Golden fixtures and playthroughs exist for
-every name (experiments/make_fixtures.py regenerates them; a test fails for a name without one).
+every name (tests/hanabi/make_fixtures.py regenerates them; a test fails for a name without one).
 Keep names stable: fixture files are named after them.
 """
 

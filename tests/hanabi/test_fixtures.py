@@ -1,6 +1,6 @@
 """Our engine against golden HLE fixtures (no HLE needed), golden playthroughs, and game records.
 
-The fixtures and playthroughs come from experiments/make_fixtures.py, which stores what HLE itself
+The fixtures and playthroughs come from make_fixtures.py (beside this file), which stores what HLE itself
 computed; every config in VARIANTS must have both.
 """
 
@@ -21,7 +21,7 @@ from lbs.hanabi.interop.text import playthrough
 from lbs.hanabi.variants import VARIANTS
 
 FIXTURES = Path(__file__).parent / "fixtures"
-REGENERATE = "regenerate with `python experiments/make_fixtures.py`"
+REGENERATE = "regenerate with `python tests/hanabi/make_fixtures.py`"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
