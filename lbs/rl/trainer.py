@@ -240,11 +240,12 @@ class Trainer:
         if keep and result.mean > rec.best:
             before = rec.best, rec.wall_seconds
             rec.best, rec.wall_seconds = result.mean, wall
-            try:  # the new best counts only once best.pt holds it (a stop mid-write keeps the old one)
-                self.save("best.pt")
-            except BaseException:
+
+            def undo() -> None:  # the new best counts only once best.pt holds it
                 rec.best, rec.wall_seconds = before
-                raise
+
+            what = f"eval mean {result.mean:.3f} at update {u}"
+            self.life.write_best(lambda: self.save("best.pt"), undo, what)
             run.summary["best/eval_mean"], run.summary["best/updates"] = result.mean, u
         return result
 

@@ -52,6 +52,6 @@ def test_the_documented_commands_rebuild_a_pair_that_searches(tmp_path):
     game, model = load_belief(tmp_path / "checkpoints" / "bel.pt", blueprint_path=shipped)
     assert model.conventions == "smartbot" and game == load_blueprint(shipped)[0]
     out = run(str(ROOT / "search" / "run.py"), "--mode", "lbs-1", "--blueprint", "checkpoints/bp.pt",
-              "--belief", "checkpoints/bel.pt", "--games", "1", "--rollouts", "40", "--min_rollouts", "10",
+              "--belief", "checkpoints/bel.pt", "--games", "1", "--rollouts", "120", "--min_rollouts", "10",
               "--device", "cpu", "--no_progress", "--out", str(tmp_path / "lbs1.json"), cwd=tmp_path)
     assert "lbs-1" in out and (tmp_path / "lbs1.json").is_file()
