@@ -255,6 +255,16 @@ class StopSignals:
         return lambda: [signal.signal(s, h) for s, h in old.items()]
 
 
+def training_state(path: str | Path, kind: str, needs: tuple[str, ...], game: dict | None = None) -> dict:
+    """The checkpoint a resume continues, read to the CPU; a weights-only file (a shipped model, without the
+    `needs` fields of a training state) is refused before anything in it is trusted."""
+    blob = ckpt.load(path, kind, game=game, map_location="cpu")
+    if not all(k in blob for k in needs):
+        raise ckpt.CheckpointError(f"{path} holds weights only (a shipped model), not a training state: "
+                                   "it cannot be resumed; start a new run instead")
+    return blob
+
+
 @dataclass
 class Lifecycle:
     """One training run's folder and the steps of its life that every trainer shares."""
@@ -278,13 +288,8 @@ class Lifecycle:
         check_out_dir(self.out, resuming, overwrite)
 
     def training_state(self, path: str | Path, needs: tuple[str, ...], game: dict | None = None) -> dict:
-        """The checkpoint a resume continues, read to the CPU; a weights-only file (a shipped model, without
-        the `needs` fields of a training state) is refused."""
-        blob = ckpt.load(path, self.kind, game=game, map_location="cpu")
-        if not all(k in blob for k in needs):
-            raise ckpt.CheckpointError(f"{path} holds weights only (a shipped model), not a training state: "
-                                       "it cannot be resumed; start a new run instead")
-        return blob
+        """The checkpoint a resume continues (see training_state)."""
+        return training_state(path, self.kind, needs, game)
 
     @staticmethod
     def refuse_changes(path: str | Path, stored: Any, cfg: Any, names: tuple[str, ...]) -> None:

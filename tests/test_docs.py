@@ -213,5 +213,5 @@ def test_the_checker_catches_a_flag_the_parser_lacks():
     text = help_texts()["experiments.table1"]
     flags = accepted_flags(text)
     assert "--max-range" in flags and "--record" in flags and "--help" in flags
-    assert "--max_range" not in flags and "--rows" not in flags
+    assert "--max-ranges" not in flags and "--rows" not in flags
     assert expand("a{,_b,_c}.json") == ["a.json", "a_b.json", "a_c.json"]

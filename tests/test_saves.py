@@ -53,26 +53,6 @@ def test_a_failed_save_is_one_line_and_the_previous_file_stays(tmp_path, monkeyp
         ckpt.write_atomic(tmp_path / "new.json", b"{}")
 
 
-def test_a_table_write_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(ROOT))
-    from experiments import table1 as t1
-    from lbs.hanabi import GameConfig
-
-    game = GameConfig(players=2, colors=2, ranks=5, hand_size=5)
-    s = {"mode": "blueprint", "games": 2, "score": {"games": 2, "mean": 5.5, "sem": 0.5, "perfect": 0.0,
-                                                   "bombed": 0.0, "mean_length": 20.0}}
-    rows = [t1.Row("blueprint", s, [5.0, 6.0], [5.0, 6.0])]
-    out = tmp_path / "table1_run.md"
-    t1.write(rows, ["# head"], {}, game, out, done=False)
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    monkeypatch.setattr(ckpt.os, "fdopen", _enospc_fdopen())
-    with pytest.raises(SystemExit) as e:
-        t1.write(rows, ["# head"], {}, game, out)
-    assert str(e.value) == f"table1: could not write {out}: No space left on device; the previous " \
-                           "table1_run.md is intact"
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-
-
 def test_a_journal_on_a_full_disk_keeps_the_games_before(tmp_path, monkeypatch):
     from lbs.hanabi.interop.record import GameRecord
     from lbs.search.agent import GameResult

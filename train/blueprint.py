@@ -41,7 +41,7 @@ from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_di
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
 from lbs.rl.config import PRESETS, TrainConfig, apply_preset
-from lbs.runs import Stopped, default_out_dir, say
+from lbs.runs import Stopped, default_out_dir, say, training_state
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
@@ -63,7 +63,8 @@ def parser(preset: str) -> argparse.ArgumentParser:
 def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
     """The run's config: the preset's, or the resumed checkpoint's, then the flags."""
     if args.resume:
-        cfg = from_dict(TrainConfig, ckpt.load(args.resume, KIND)["config"])
+        # a shipped file is refused as weights only before its config (perhaps an older lbs's) is read
+        cfg = from_dict(TrainConfig, training_state(args.resume, KIND, needs=("optimizer",))["config"])
         if args.preset is not None:  # that preset's recipe goes on (read_resume checks the phases begun)
             cfg = replace(cfg, phases=apply_preset(args.preset).phases)
             say(f"--preset {args.preset}: the run continues with that preset's phases; its other settings "

@@ -1,5 +1,5 @@
-"""experiments/table1.py --combine: one Table 1 from runs recorded on the same deals, and a clear refusal
-for runs that are not."""
+"""python -m experiments.table1: tables played, stopped and resumed; --combine joins runs recorded on the
+same deals into one Table 1 and refuses runs that are not; --compare pairs two tables."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from lbs.hanabi import GameConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = [sys.executable, "-m", "experiments.table1"]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 """python -m experiments.table1 from any folder (the tests' scratch folders too)"""
@@ -454,3 +454,38 @@ def test_compare_refuses_tables_on_other_deals_and_files_that_are_not_tables(tmp
     res = compare(tmp_path, a, tmp_path / "x.json")
     assert res.returncode != 0 and "not a table1 result" in res.stderr and "Traceback" not in res.stderr
     assert not list(tmp_path.glob("compare_tables_*.md"))
+
+
+def test_a_table_write_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from experiments import table1 as t1
+    from lbs import ckpt
+
+    real = os.fdopen
+
+    def full_disk(target, mode="r", *a, **k):  # a file opened to write takes half a write, then ENOSPC
+        f = real(target, mode, *a, **k)
+        if "w" in mode:
+            inner = f.write
+
+            def write(data):
+                inner(bytes(data)[: len(data) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            f.write = write
+        return f
+
+    s = {"mode": "blueprint", "games": 2, "score": {"games": 2, "mean": 5.5, "sem": 0.5, "perfect": 0.0,
+                                                   "bombed": 0.0, "mean_length": 20.0}}
+    rows = [t1.Row("blueprint", s, [5.0, 6.0], [5.0, 6.0])]
+    out = tmp_path / "table1_run.md"
+    t1.write(rows, ["# head"], {}, GAME, out, done=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(ckpt.os, "fdopen", full_disk)
+    with pytest.raises(SystemExit) as e:
+        t1.write(rows, ["# head"], {}, GAME, out)
+    assert str(e.value) == f"table1: could not write {out}: No space left on device; the previous " \
+                           "table1_run.md is intact"
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
