@@ -14,7 +14,7 @@ from lbs.models import load_belief, load_blueprint
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
-def test_the_exact_posterior_is_scored_on_the_beliefs_positions_and_starts_at_the_counting_prior(one_thread):
+def test_the_exact_posterior_is_scored_on_the_beliefs_positions_and_starts_at_the_counting_prior():
     game, model = load_belief(CHECKPOINTS / "belief_2c.pt", blueprint_path=CHECKPOINTS / "blueprint_2c.pt")
     _, net = load_blueprint(CHECKPOINTS / "blueprint_2c.pt", game=game)
     ev = evaluate_belief(game, model, net.step, net.initial_state, games=6, seed=3, batch=6)

@@ -212,6 +212,28 @@ class TrainConfig:
         return self.actor.max_len or self.game.max_steps
 
 
+# About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
+# play and the scripted "safe play" heuristic (experiments/results/learning_curve/learning_curve_tiny.md).
+TINY = TrainConfig(
+    game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
+    net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
+    actor=ActorConfig(num_games=32, max_len=16),
+    lr=1e-3,
+    adam_eps=1e-8,
+    gamma=0.99,
+    batch_size=32,
+    replay_capacity=1024,
+    min_replay=64,
+    target_sync=50,
+    actor_sync=1,
+    updates_per_round=4,
+    phases=(Phase("improve", updates=1500),),
+    eval_every=100,
+    eval_games=500,
+    checkpoint_minutes=1.0,
+)
+
+
 PRESETS: dict[str, TrainConfig] = {
     "paper": TrainConfig(),
     # One H100-class GPU. UNTUNED: these values are reasoned, not measured, until this preset's learning
@@ -233,43 +255,18 @@ PRESETS: dict[str, TrainConfig] = {
         precision="bf16-mixed",
         overlap=True,
     ),
-    # About a minute on a 2-core CPU: one colour of 4 ranks, 2-card hands, a small network. Beats random
-    # play and the scripted "safe play" heuristic (experiments/results/learning_curve/learning_curve_tiny.md).
-    "tiny": TrainConfig(
-        game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
-        net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
-        actor=ActorConfig(num_games=32, max_len=16),
-        lr=1e-3,
-        adam_eps=1e-8,
-        gamma=0.99,
-        batch_size=32,
-        replay_capacity=1024,
-        min_replay=64,
-        target_sync=50,
-        actor_sync=1,
-        updates_per_round=4,
-        phases=(Phase("improve", updates=1500),),
-        eval_every=100,
-        eval_games=500,
-        checkpoint_minutes=1.0,
-    ),
+    "tiny": TINY,
     # The 2-colour game with a mid-sized network: tens of minutes on a CPU.
-    "small": TrainConfig(
+    "small": replace(
+        TINY,
         game=GameConfig(players=2, colors=2, ranks=5),
         net=NetConfig(hidden=64, lstm_layers=1, mlp_layers=2),
         actor=ActorConfig(num_games=64, max_len=40),
-        lr=1e-3,
-        adam_eps=1e-8,
-        gamma=0.99,
-        batch_size=32,
         replay_capacity=4096,
         min_replay=256,
         target_sync=100,
-        actor_sync=1,
-        updates_per_round=4,
         phases=(Phase("improve", updates=20000),),
         eval_every=250,
-        eval_games=500,
         checkpoint_minutes=2.0,
     ),
     # The shipped blueprint (checkpoints/blueprint_2p.pt): the full 2-player game on one CPU core. Imitation
@@ -324,28 +321,16 @@ PRESETS: dict[str, TrainConfig] = {
         value_games=1000,
     ),
     # The same recipe on a small game in a few CPU minutes (its end-to-end test runs a shortened copy).
-    "recipe-small": TrainConfig(
+    "recipe-small": replace(
+        TINY,
         game=GameConfig(players=2, colors=2, ranks=3, hand_size=3),
-        net=NetConfig(hidden=32, lstm_layers=1, mlp_layers=1),
         actor=ActorConfig(num_games=32, max_len=0),
-        lr=1e-3,
-        adam_eps=1e-8,
-        gamma=0.99,
-        batch_size=32,
-        replay_capacity=1024,
-        min_replay=64,
-        target_sync=50,
-        actor_sync=1,
-        updates_per_round=4,
         phases=(
             Phase("imitate", updates=300, dagger=0.5, chunk=128),
             Phase("values", updates=300, eps_base=0.3, n_step=40, fit_games=256, anchor_weight=5.0,
                   anchor_margin=0.2),
             Phase("improve", updates=300, lr=3e-4, anchor_weight=5.0, anchor_margin=0.2),
         ),
-        eval_every=100,
-        eval_games=500,
-        checkpoint_minutes=1.0,
     ),
 }
 
