@@ -99,7 +99,16 @@ def process_rank() -> int:
     else RANK or LOCAL_RANK as a launcher set them (Lightning sets LOCAL_RANK before the group starts)."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    name = "RANK" if "RANK" in os.environ else "LOCAL_RANK"
+    value, world = os.environ.get(name, "0"), os.environ.get("WORLD_SIZE", "1")
+    try:
+        rank, size = int(value), int(world)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} and WORLD_SIZE={world!r} must be whole numbers") from None
+    if not 0 <= rank < size:  # a rank without its group would write as if another process held the run
+        raise ValueError(f"{name}={rank} is set, but WORLD_SIZE={size} makes no group with such a rank: "
+                         "unset it, or start the processes with a launcher (torchrun, --devices N)")
+    return rank
 
 
 @contextmanager

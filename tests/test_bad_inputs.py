@@ -240,3 +240,19 @@ def test_a_refused_run_leaves_no_folder_behind(tmp_path):
     assert [code for code, _ in blueprint + search] == [1, 1, 1]
     assert all(len(err.strip().splitlines()) == 1 for _, err in blueprint + search)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_rank_without_its_group_is_refused_before_any_write(tmp_path):
+    """LOCAL_RANK (or RANK) set by hand, with no group of that size: a trainer would run as a non-zero rank,
+    writing latest.pt without holding the folder's lock. Refused in one line, and nothing written."""
+    trainers = {"train/blueprint.py": ["--preset", "tiny", "--total_updates", "4"],
+                "train/belief.py": ["--blueprint", str(BP), "--preset", "tiny", "--total_steps", "2"]}
+    env = {**os.environ, "WANDB_MODE": "disabled", "LOCAL_RANK": "1"}
+    for script, argv in trainers.items():
+        out = tmp_path / Path(script).stem
+        cmd = [sys.executable, str(ROOT / script), *argv, "--out_dir", str(out), "--no-progress"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+            f"{Path(script).stem}: LOCAL_RANK=1 is set, but WORLD_SIZE=1 makes no group with such a rank: "
+            "unset it, or start the processes with a launcher (torchrun, --devices N)"], r.stderr
+        assert not out.exists()

@@ -268,7 +268,7 @@ def test_resume_overrides_take_effect_and_the_best_survives_a_crash(tmp_path):
     ("eval_games", 0, "eval_games=0: must be an int >= 1"),
     ("gamma", 2.0, "gamma=2.0: must be in (0, 1]"),
     ("lr", 0.0, "lr=0.0: must be > 0"),
-    ("total_updates", -5, "total_updates=-5: must be an int >= 1"),
+    ("total_updates", -5, "total_updates=-5: must be an int >= 0"),
     ("max_minutes", -1.0, "max_minutes=-1.0: must be >= 0"),
     ("wandb_mode", "onlne", "wandb_mode='onlne': must be one of"),
     ("devices", 0, "devices=0: must be an int >= 1"),
