@@ -17,7 +17,7 @@ from lbs import ckpt
 from lbs.rl.trainer import PRESETS, Trainer
 
 RUN_KEYS = ["best", "config", "counters", "format", "game", "history", "kind", "model", "optimizer", "replay",
-            "target", "wandb_id"]
+            "starts", "target", "wandb_id"]
 PINNED = [  # per part: losses (first, middle, last, sum), final evaluation, latest.pt
     {"losses": (0.08182301372289658, 0.06208076700568199, 0.026370685547590256, 2.4277238929644227),
      "result": {"games": 200, "mean": 0.0, "sem": 0.0, "perfect": 0.0, "bombed": 0.0, "mean_length": 16.95},
