@@ -1,7 +1,7 @@
 """Search speed: rollouts per second and seconds per searched move, per mode and games searched at once.
 
-    python experiments/bench_search.py --modes lbs-1 lbs-16 --batch-games 1 8 --games 8   # the table1 budget
-    python experiments/bench_search.py --device cuda --batch-games 16 64 --budget paper   # on a GPU
+    python -m experiments.bench_search --modes lbs-1 lbs-16 --batch-games 1 8 --games 8   # the table1 budget
+    python -m experiments.bench_search --device cuda --batch-games 16 64 --budget paper   # on a GPU
 
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16

@@ -2,9 +2,9 @@
 (an oracle: it peeks, so only a diagnostic, and needs no belief) or with another delta, paired with the
 blueprint.
 
-    python experiments/diagnose_lbs.py --sampler true --delta 0.05 --games 64    # the search machinery alone
-    python experiments/diagnose_lbs.py --sampler belief --games 64               # the same with the belief
-    python experiments/diagnose_lbs.py --plays --games 200                       # rate the blueprint's plays
+    python -m experiments.diagnose_lbs --sampler true --delta 0.05 --games 64    # the search machinery alone
+    python -m experiments.diagnose_lbs --sampler belief --games 64               # the same with the belief
+    python -m experiments.diagnose_lbs --plays --games 200                       # rate the blueprint's plays
 
 The search flags are search/run.py's (lbs.search.flags), at the table1 budget; both search arms print the
 paired difference with the blueprint and which kinds of blueprint moves the search replaced (as run.py does).

@@ -26,7 +26,7 @@ Steps (each a subprocess with its own time limit, so one failure or hang does no
            (experiments/results/table1/full_2p_df150/, the h200 records), so each step may reach its
            limit: it keeps its finished batches (journals in <out>/table1) and the same step run again on
            the same machine plays only the rest. Join the three with
-           `python experiments/table1.py --combine <out>/table1/*.json`
+           `python -m experiments.table1 --combine <out>/table1/*.json`
   smartbot    SPARTA and LBS-inf on SmartBot at 1,000 rollouts per move, 2 games, rollouts eager and captured
            (on an H200, SPARTA: 20.1 s per game eager, 5.8 captured)
   smartbot-10k  SPARTA on SmartBot at 10,000 rollouts with the reference budget, 8 games at once, captured

@@ -1,10 +1,10 @@
 """The LBS paper's Table 1 for our blueprints: every search mode on the same deals.
 
-    python experiments/table1.py --games 200            # the shipped full-game pair at the table1 budget
-    python experiments/table1.py --blueprint checkpoints/blueprint_2c.pt --belief checkpoints/belief_2c.pt \
+    python -m experiments.table1 --games 200            # the shipped full-game pair at the table1 budget
+    python -m experiments.table1 --blueprint checkpoints/blueprint_2c.pt --belief checkpoints/belief_2c.pt \
         --games 1000 --rollouts 400 --min-rollouts 20 --record small_2c
-    python experiments/table1.py --combine a.json b.json --record joined   # one table from recorded runs
-    python experiments/table1.py --compare a.json b.json   # each mode under two settings, paired per deal
+    python -m experiments.table1 --combine a.json b.json --record joined   # one table from recorded runs
+    python -m experiments.table1 --compare a.json b.json   # each mode under two settings, paired per deal
 
 Modes (default: blueprint sparta lbs-inf lbs-32 lbs-16 lbs-8 lbs-1) play games 0..N-1 of the evaluation
 deals of --seed; the blueprint row is the same games without search. For each mode: mean ± s.e.m., the
