@@ -99,6 +99,8 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
         "train/belief.py": [
             ([*run, "--blueprint", str(BP), "--device", "gpu9"], "device='gpu9'"),
             ([*run, "--blueprint", str(BP), "--device", "mps"], "device='mps'"),
+            ([*run, "--blueprint", str(BP), "--cuda_graphs", "true", "--device", "cpu"],
+             "--cuda_graphs needs a CUDA device (the run is on cpu)"),
             ([*run, "--blueprint", str(BP), "--precision", "fp8"], "precision='fp8'"),
             ([*run, "--blueprint", str(BP), "--max_minutes", "nan"], "max_minutes=nan"),
             ([*run, "--blueprint", str(BP), "--eval_seed", "-1"], "eval_seed=-1"),

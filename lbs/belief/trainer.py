@@ -249,6 +249,8 @@ class BeliefTrainer:
         self.cfg, self.progress = cfg, progress
         self.out = Path(cfg.out_dir)
         self.device = resolve_device(cfg.device)
+        if cfg.cuda_graphs and self.device.type != "cuda":  # it would be ignored without a word
+            raise ValueError(f"--cuda_graphs needs a CUDA device (the run is on {self.device.type})")
         sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
         self.game, net = load_blueprint(blueprint, device=self.device, players=cfg.players or None)
