@@ -35,7 +35,7 @@ def _card(path: Path, loader: str, body: str, command: str, notes: str) -> str:
             f"- File: `{path}`, {size_mb:.1f} MB, fp16 weights, configs inside (`{loader}`).\n"
             f"- Shipped {datetime.date.today()} on {machine()} by `{command}`.\n"
             + (f"\n{notes.strip()}\n" if notes.strip() else ""))
-    path.with_suffix(".md").write_text(card)
+    ckpt.write_atomic(path.with_suffix(".md"), card.encode())  # as the weights: whole or not at all
     return card
 
 

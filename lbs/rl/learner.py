@@ -89,7 +89,8 @@ class Learner:
         anchor in a values phase, double-Q otherwise; the anchor's moves held by the margin term):
         (loss, new priorities, stats)."""
         cfg, phase = self.cfg, self.phase
-        held = self.anchor_moves(batch) if self.anchor is not None and phase.kind != "imitate" else None
+        holds = phase.kind == "values" or self.anchor_weight > 0  # the anchor's moves are read
+        held = self.anchor_moves(batch) if self.anchor is not None and holds else None
         n = cfg.n_step if phase.n_step is None else phase.n_step
         return r2d2_loss(
             self.net, self.target, batch, w, cfg.gamma, n, eta=cfg.eta, public_fn=self.public,

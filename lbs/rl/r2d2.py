@@ -114,24 +114,22 @@ def masked_huber_loss(td: torch.Tensor, mask: torch.Tensor, weights: torch.Tenso
 
 
 def large_margin_loss(q: torch.Tensor, action: torch.Tensor, legal: torch.Tensor, mask: torch.Tensor,
-                      margin: float, rows: torch.Tensor | None = None) -> torch.Tensor:
+                      margin: float) -> torch.Tensor:
     """DQfD's supervised loss: max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), with l(a_E, a) = margin for a != a_E
     and 0 for a = a_E, the max over legal actions. It is 0 exactly when the held move a_E (a demonstrator's,
     or an anchor policy's) beats every other legal move by at least `margin`, so it keeps that move best
     while leaving the scale of Q to the TD loss.
 
     q [B, T, P, A], action [B, T, P] (the held moves, the no-op for seats not to move: their only legal
-    action, so their term is 0), legal [B, T, P, A] bool, mask [B, T] bool, rows [B] bool (the sequences
-    it applies to; None: all). Scalar: summed over seats and valid steps per sequence (as the TD loss is),
-    mean over the batch (rows left out count as 0).
+    action, so their term is 0), legal [B, T, P, A] bool, mask [B, T] bool. Scalar: summed over seats and
+    valid steps per sequence (as the TD loss is), mean over the batch.
     """
     low = torch.finfo(q.dtype).min
     a_e = action.long().unsqueeze(-1)  # [B, T, P, 1]
     ell = torch.full_like(q, margin).scatter(-1, a_e, 0.0)  # [B, T, P, A]
     best = (q + ell).masked_fill(~legal, low).amax(-1)  # [B, T, P]
     per_step = (best - q.gather(-1, a_e).squeeze(-1)).sum(-1)  # [B, T]
-    keep = mask.bool() if rows is None else mask.bool() & rows.bool()[:, None]  # [B, T]
-    return torch.where(keep, per_step, torch.zeros_like(per_step)).sum(1).mean()
+    return torch.where(mask.bool(), per_step, torch.zeros_like(per_step)).sum(1).mean()
 
 
 def sequence_priorities(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) -> torch.Tensor:
@@ -255,7 +253,7 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
         margin_loss = large_margin_loss(online_q, anchor, legal, mask, margin)
         loss = loss + anchor_weight * margin_loss
         stats["margin_loss"] = margin_loss.detach()
-        stats["explored"] = (((action != evaluate).any(-1) & mask).sum() / steps if evaluate is not None
+        stats["explored"] = ((cut & mask).sum() / steps if cut is not None
                              else torch.zeros((), device=mask.device))
     stats["loss"] = loss.detach()
     return loss, priorities, stats

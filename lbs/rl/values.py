@@ -148,7 +148,8 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         anchor.eval()
         q_fn, both = _both(net, anchor, chosen)
         init = lambda rows: both(rows, dev)  # noqa: E731
-    final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps)
+    if along is None or anchor is not None:  # (with `along` and no anchor its own games are not needed)
+        final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps)
     path = None  # the moves of the games whose states are checked, when they are another net's
     if along is not None:
         made: list[torch.Tensor] = []
