@@ -4,9 +4,10 @@ glibc hands every freed block over its mmap threshold (32 MB at most) back to th
 next one afresh, so a batched step that allocates and frees tensors of tens of megabytes (the rollouts'
 observations, the exact range's hands) pays a page fault per 4 KB page, every step: about 6% of SPARTA's
 CPU time on SmartBot (69 -> 65 core-seconds per game), much of it in the kernel. Blocks up to KEEP_BYTES
-now stay in the heap for reuse. A larger bound fragments the heap: at 1 GiB a 4-game SPARTA table on the
-shipped network peaked at 6.6 GB against 5.4 without the setting; at 64 MB it peaks at 5.5 and SPARTA on
-SmartBot keeps the speed
+now stay in the heap for reuse (after the first dozen or so steps: until the heap settles, small objects
+can split a freed block and a copy is mapped afresh). A larger bound fragments the heap: at 1 GiB a
+4-game SPARTA table on the shipped network peaked at 6.6 GB against 5.4 without the setting; at 64 MB it
+peaks at 5.5 and SPARTA on SmartBot keeps the speed
 (experiments/results/bench_search/bench_search_2026-11-26_smartbot_sparta_10k_cpu_compiled.md).
 A user's own settings (the MALLOC_*_ variables or GLIBC_TUNABLES) are left as they are, as is every C
 library but glibc.

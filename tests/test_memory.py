@@ -15,7 +15,7 @@ PROBE = """
 import resource, torch
 {imports}
 x = torch.zeros({rows}, {dim}, dtype=torch.uint8)  # as a rollout batch's observations: 43 MB as floats
-for _ in range(10):  # the heap settles: the first few copies may still grow it
+for _ in range(30):  # the heap settles: while small objects split a freed block, a dozen copies may grow it
     x.float()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
