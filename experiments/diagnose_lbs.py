@@ -63,6 +63,8 @@ def main() -> None:
         seat = search.cfg.seat
         setup = search.setup(make_sampler=(lambda game: TrueHand(game, seat)) if oracle else None)
         setup = setup.with_mode(search.modes[0])
+        # --plays: the belief also drawn within SmartBot's card knowledge, as LBS draws by default
+        knowledge = setup.rule_knowledge if args.plays and setup.cfg.knowledge == "smartbot" else None
     except (CheckpointError, ValueError) as e:
         sys.exit(f"diagnose_lbs: {e}")
     if args.threads:
@@ -71,14 +73,15 @@ def main() -> None:
     if args.plays:
         with torch.no_grad():
             return rate_plays(game, setup.server, args.games, args.samples, args.seed,
-                              knowledge=setup.rule_knowledge)
+                              knowledge=knowledge)
     with torch.no_grad():
         t0 = time.perf_counter()
         res = play_games(setup, args.games, args.seed, 64, first=args.first_game)
         seconds = time.perf_counter() - t0
         base = play_games(setup.blueprint_only(), args.games, args.seed, 64, first=args.first_game)
     print(f"{args.mode}, sampler {args.sampler}, delta {setup.cfg.delta}:")
-    for line in summarize_run(str(args.mode), res, base, seconds, game.max_score).lines():
+    shown = None if oracle else setup.knowledge_shown  # the true hand is drawn within nothing
+    for line in summarize_run(str(args.mode), res, base, seconds, game.max_score, shown).lines():
         print(line)
     print(deviations(res))
 
@@ -86,8 +89,8 @@ def main() -> None:
 def rate_plays(game, server, games: int, k: int, seed: int = 0, seat: int = 0, knowledge=None) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
     the learned belief and the counting prior make it (the played slot holding a playable card)? With
-    `knowledge` (a rule bot's card knowledge: the blueprint's own, or that of the conventions it learnt), also
-    the belief drawn within it, as LBS draws by default."""
+    `knowledge` (SmartBot's card knowledge: the blueprint's own, or a SmartBot's followed beside it), also
+    the belief drawn within it, as LBS draws by default (--knowledge smartbot)."""
     tb = engine.tables(game, torch.device("cpu"))
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games))
     beliefs = [LearnedBelief(game, server, seat)]

@@ -47,17 +47,27 @@ from lbs.scoring import eval_games
 from lbs.search import flags
 from lbs.search.agent import Progress, play_games
 from lbs.search.journal import Journal, play_kept
-from lbs.search.report import paired_difference, summarize_run
+from lbs.search.report import DRAWN, paired_difference, summarize_run
 from lbs.search.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
 SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
-            "keep_lost_points", "blueprint_knowledge")
+            "keep_lost_points", "knowledge")
 """The recorded settings that decide a row's games: runs that differ in one are not joined (--combine)."""
-UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False,
-              "blueprint_knowledge": False}
+UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False, "knowledge": "none"}
 """What runs recorded before a setting existed played with."""
+
+
+def recorded_settings(settings: dict) -> dict:
+    """A run's recorded settings as --combine compares them: a setting recorded before it existed takes
+    UNRECORDED's value, and the knowledge of runs that recorded it as `blueprint_knowledge` (whether LBS drew
+    within a rule bot's card knowledge, SmartBot's in every recorded run) reads as its value today."""
+    old = {} if "blueprint_knowledge" not in settings else \
+        {"knowledge": "smartbot" if settings["blueprint_knowledge"] else "none"}
+    out = {**UNRECORDED, **old, **settings}
+    out.pop("blueprint_knowledge", None)
+    return out
 
 
 @dataclass
@@ -169,7 +179,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     population = population_scores(args, game, args.seed, setup.blueprint)  # the blueprint this run plays
-    knows = any(r.knowledge is not None for r in runs.values())
+    knowledge = next((r.knowledge_shown for r in runs.values() if r.knowledge_shown), None)  # LBS rows only
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -181,14 +191,13 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
            if cfg.reference_budget else "")
         + ("; rollouts score a lost game as its points minus one" if cfg.keep_lost_points else "")
-        + ("; LBS draws its hands within the card knowledge of the rule bot whose conventions the blueprint "
-           "plays by (SearchConfig.blueprint_knowledge)." if knows else "."),
+        + (f"; LBS draws its hands {DRAWN[knowledge]} (--knowledge {knowledge})." if knowledge else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": cfg.rollouts, "min_rollouts": cfg.min_rollouts, "delta": cfg.delta,
                 "max_range": cfg.max_range,
                 "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
-                "blueprint_knowledge": knows, "blueprint": Path(args.blueprint).name,
+                "knowledge": knowledge, "blueprint": Path(args.blueprint).name,
                 "belief": Path(belief).name if belief else None,
                 "machine": machine(), "command": command()}
     rows: list[Row] = []
@@ -233,7 +242,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
                                              progress=lambda p, b=before: games_done(p, b))
             except SaveError as e:
                 sys.exit(f"table1: {e}")
-            s = summarize_run(mode, results, base, seconds, game.max_score)
+            s = summarize_run(mode, results, base, seconds, game.max_score, mine.knowledge_shown)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, cfg.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
@@ -457,9 +466,9 @@ def combine(args, out: Path) -> None:
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
         if problem := malformed(d):
             sys.exit(f"table1 --combine: {name}: {problem}")
-    known = [{**UNRECORDED, **d["settings"]} | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
+    known = [recorded_settings(d["settings"]) | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
-    lbs_only = ("blueprint_knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
+    lbs_only = ("knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
     for k in SETTINGS:
         if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k not in lbs_only}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
@@ -512,7 +521,11 @@ def combine(args, out: Path) -> None:
         "  fewer games have wider errors. Times are each run's own (machine, threads, games at once); a",
         "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
-    settings = {k: first[k] for k in SETTINGS if k in first}  # not the first run's machine or command
+    drew = next((s for s in known if s["lbs"]), None)  # an LBS run's settings: how its rows drew their hands
+    if drew is not None and drew.get("knowledge") in DRAWN:
+        head.append(f"- LBS draws its hands {DRAWN[drew['knowledge']]} (--knowledge {drew['knowledge']}).")
+    source = {k: drew if drew is not None and k in lbs_only else first for k in SETTINGS}
+    settings = {k: source[k][k] for k in SETTINGS if k in source[k]}  # not the first run's machine or command
     population = population_scores(args, game, first.get("seed", args.seed))
     if population is not None and (problem := other_deals(population, rows)):
         sys.exit(f"table1 --strata: {problem}")
@@ -620,7 +633,7 @@ def deals(d: dict, mode: str) -> dict[int, tuple[float, float]]:
 
 def compare_body(a: dict, b: dict, names: tuple[str, str]) -> str:
     """The markdown body: settings that differ, then each shared mode's B - A on the deals both played."""
-    sa, sb = ({**UNRECORDED, **d.get("settings", {})} for d in (a, b))
+    sa, sb = (recorded_settings(d.get("settings", {})) for d in (a, b))
     for key in ("game", "seed"):
         if sa.get(key) != sb.get(key):
             sys.exit(f"table1 --compare: the tables differ in {key}: they played other deals")

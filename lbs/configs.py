@@ -97,6 +97,8 @@ def _parser_for(t: Any):
 
         return parse_items
     origin = typing.get_origin(t)
+    if origin is typing.Literal:  # its values are the flag's choices (_choices)
+        return type(typing.get_args(t)[0])
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(t) if a is not type(None)]
         inner = _parser_for(args[0])
@@ -114,21 +116,29 @@ def _parser_for(t: Any):
     return t
 
 
+def _choices(t: Any) -> tuple | None:
+    """The values a `Literal[...]` field accepts (its flag's choices, shown by --help), else None."""
+    return typing.get_args(t) if typing.get_origin(t) is typing.Literal else None
+
+
 def add_dataclass_args(ap: argparse.ArgumentParser, cls: type, defaults: Any = None,
                        title: str = "", skip: tuple[str, ...] = ()) -> None:
     """Add one optional --dotted.name flag per leaf field (also spelled with dashes), with the field's
     docstring and its value in `defaults` (the preset in use) as help; not for the fields in `skip` (set
     another way). The parsed default stays None, meaning "keep the preset's (or the resumed checkpoint's)
-    value". A boolean flag given alone means true (--flag, --flag true, --flag false)."""
+    value". A boolean flag given alone means true (--flag, --flag true, --flag false); a `Literal[...]` field
+    takes one of its values (argparse's choices: any other is refused in one line)."""
     group = ap.add_argument_group(title or f"{cls.__name__} fields (override any preset value)")
     for name, t, doc in _leaf_fields(cls):
         if name in skip:
             continue
         shown = f" [{_shown(_get(defaults, name))}]" if defaults is not None else ""
         alone = {"nargs": "?", "const": True} if t is bool else {}
+        choices = _choices(t)
         group.add_argument(
-            *flag_names(name), dest=name, type=_parser_for(t), default=None, **alone,
-            metavar=getattr(t, "__name__", "VALUE"), help=(doc + shown).replace("%", "%%") or None,
+            *flag_names(name), dest=name, type=_parser_for(t), default=None, **alone, choices=choices,
+            metavar=None if choices else getattr(t, "__name__", "VALUE"),
+            help=(doc + shown).replace("%", "%%") or None,
         )
 
 

@@ -141,8 +141,10 @@ def ship_belief(run_file: str | Path, blueprint: str, name: str, games: int, dev
             else f"sha256 `{blob['blueprint'].get('sha256', '?')}`; loading with another blueprint raises")
     conv = blob.get("conventions", "")
     conventions = (f"\n- Conventions: the blueprint learnt {conv}'s from its games (the belief trainer read its "
-                   f"recipe), so LBS draws this belief's samples within {conv}'s public card knowledge, followed "
-                   "from the searcher's own observations (`SearchConfig.blueprint_knowledge`)." if conv else "")
+                   "recipe)." if conv else "")
+    conventions += ("\n- Search: LBS draws this belief's samples within SmartBot's public card knowledge, followed "
+                    "from the searcher's own observations (`--knowledge smartbot`, the default; `--knowledge "
+                    "none`: the learned belief alone).")
     cfg = blob["config"]
     val = blob.get("validation", {})
     best = (f"; the lowest validation NLL ({val['best_nll']:.3f} per card, {cfg['val_games']} games) at step "

@@ -209,7 +209,7 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
     setup.close()
     if not shard.main:
         return
-    summary = summarize_run(str(mode), results, baseline, seconds, game.max_score)
+    summary = summarize_run(str(mode), results, baseline, seconds, game.max_score, setup.knowledge_shown)
     for line in summary.lines():
         print(line)
     if mode.searches:

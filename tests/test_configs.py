@@ -7,7 +7,7 @@ import torch
 
 from lbs import ckpt
 from lbs.belief.config import BeliefTrainConfig
-from lbs.configs import from_dict, to_dict
+from lbs.configs import add_dataclass_args, apply_overrides, from_dict, to_dict
 from lbs.hanabi import GameConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief
 from lbs.models.io import BELIEF_KIND
@@ -23,6 +23,25 @@ def test_nested_configs_round_trip():
     assert from_dict(NetConfig, to_dict(net)) == net
     with pytest.raises(ValueError, match="unknown NetConfig fields"):
         from_dict(NetConfig, {**to_dict(net), "width": 3})
+
+
+def test_a_literal_field_is_a_flag_with_choices(capsys):
+    """A `Literal[...]` field (SearchConfig.knowledge) takes one of its values: --help lists them, another is
+    refused by argparse in one line."""
+    import argparse
+
+    from lbs.search.config import SearchConfig
+
+    ap = argparse.ArgumentParser(prog="p")
+    add_dataclass_args(ap, SearchConfig, defaults=SearchConfig())
+    assert "--knowledge {smartbot,none}" in ap.format_help()
+    assert apply_overrides(SearchConfig(), ap.parse_args(["--knowledge", "none"])).knowledge == "none"
+    assert apply_overrides(SearchConfig(), ap.parse_args([])).knowledge == "smartbot"
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--knowledge", "bogus"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "p: error: argument --knowledge: invalid choice: 'bogus' (choose from 'smartbot', " \
+        "'none')"
 
 
 def test_belief_saved_before_the_count_prior_loads_without_it(tmp_path):

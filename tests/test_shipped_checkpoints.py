@@ -81,18 +81,24 @@ def _smartbot(game):
     return bot.step, bot.initial_state
 
 
-def test_the_shipped_belief_brings_smartbots_conventions_to_search(tmp_path):
-    """The full-game blueprint learnt SmartBot's conventions: its belief names them, so LBS draws within
-    SmartBot's card knowledge (a SmartBot beside the network); off, the belief alone; a belief naming no
-    rule bot fails to load in one line."""
+def test_lbs_draws_within_smartbots_knowledge_whatever_the_belief_names(tmp_path):
+    """The full-game blueprint learnt SmartBot's conventions and its belief names them (a record); the
+    2-colour pair's names none. Either way LBS draws within SmartBot's card knowledge by default (a SmartBot
+    beside the network: --knowledge smartbot), and from the belief alone with --knowledge none; a belief
+    naming no rule bot fails to load in one line."""
     from lbs.bots import SmartBot
     from lbs.search.setup import build_search
 
     _, model = load_belief(BELIEF, blueprint_path=BLUEPRINT)
     assert model.conventions == "smartbot"
-    with build_search("lbs-inf", BLUEPRINT, BELIEF) as setup:
-        assert isinstance(setup.sampler().knowledge, SmartBot) and setup.sampler().knowledge is not setup.net
-        assert setup.with_mode("lbs-inf", blueprint_knowledge=False).sampler().knowledge is None
+    small = (CHECKPOINTS / "blueprint_2c.pt", CHECKPOINTS / "belief_2c.pt")
+    assert load_belief(small[1], blueprint_path=small[0])[1].conventions == ""
+    for blueprint, belief in ((BLUEPRINT, BELIEF), small):
+        with build_search("lbs-inf", blueprint, belief) as setup:
+            knowledge = setup.sampler().knowledge
+            assert isinstance(knowledge, SmartBot) and knowledge is not setup.net
+            assert knowledge.game == setup.game
+            assert setup.with_mode("lbs-inf", knowledge="none").sampler().knowledge is None
     blob = ckpt.load(BELIEF, "belief")
     bad = tmp_path / "belief.pt"
     ckpt.save(bad, "belief", {**blob, "conventions": "nobot"})

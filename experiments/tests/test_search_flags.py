@@ -71,13 +71,16 @@ def refusals(script: str, cases: list[tuple[list[str], dict]]) -> list[tuple[int
 
 BLUEPRINT_2C = ["--blueprint", str(ROOT / "checkpoints" / "blueprint_2c.pt")]
 BELIEF_2C = ["--belief", str(ROOT / "checkpoints" / "belief_2c.pt")]
+BAD_CHOICE = "--knowledge: invalid choice: 'bogus' (choose from 'smartbot', 'none')"
 FLAG_CASES = {
     "search/run.py": [
         (["--mode", "blueprint", *BELIEF_2C], "no mode here draws hands from a belief (blueprint)"),
         (["--mode", "sparta", "--belief", "missing.pt"], "no mode here draws hands from a belief (sparta)"),
         (["--mode", "lbs-2", "--cuda-graphs", "--device", "cpu"], "--cuda-graphs needs a CUDA device"),
         (["--mode", "lbs-2", "--max-range", "10"], "--max-range: matters to no mode here (lbs-2)"),
-        (["--mode", "sparta", "--blueprint-knowledge", "false"], "--blueprint-knowledge: matters to no mode"),
+        (["--mode", "sparta", "--knowledge", "none"], "--knowledge: matters to no mode here (sparta)"),
+        (["--mode", "blueprint", "--knowledge", "smartbot"], "--knowledge: matters to no mode here (blue"),
+        (["--mode", "lbs-2", "--knowledge", "bogus"], BAD_CHOICE),
         (["--mode", "blueprint", "--delta", "0.1"], "--delta: matters to no mode here (blueprint)"),
     ],
     "experiments/table1.py": [
@@ -86,6 +89,7 @@ FLAG_CASES = {
         (["--strata", "-1"], "--strata -1: must be >= 0"),
         (["--cuda-graphs", "--device", "cpu"], "--cuda-graphs needs a CUDA device"),
         (["--modes", "blueprint", "lbs-1", "--max-range", "10"], "--max-range: matters to no mode here"),
+        (["--modes", "blueprint", "sparta", "--knowledge", "none"], "--knowledge: matters to no mode here"),
     ],
     "experiments/diagnose_lbs.py": [
         (["--mode", "sparta", *BELIEF_2C], "no mode here draws hands from a belief (sparta)"),

@@ -117,13 +117,25 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     kept = run_json(tmp_path / "kept.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, keep_lost_points=True)
     res = combine(tmp_path, a, kept)
     assert res.returncode != 0 and "differ in keep_lost_points" in res.stderr
-    # and whether LBS drew within the blueprint's card knowledge (runs before the field: it did not)
-    knows = run_json(tmp_path / "knows.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, blueprint_knowledge=True)
+    # and where LBS drew its hands (runs before the field: the belief alone; runs that recorded it as
+    # blueprint_knowledge read as the knowledge it names today)
+    knows = run_json(tmp_path / "knows.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, knowledge="smartbot")
     res = combine(tmp_path, a, knows)
-    assert res.returncode != 0 and "differ in blueprint_knowledge" in res.stderr
-    alone = run_json(tmp_path / "alone.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, blueprint_knowledge=False)
+    assert res.returncode != 0 and "differ in knowledge" in res.stderr
+    alone = run_json(tmp_path / "alone.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, knowledge="none")
     assert combine(tmp_path, a, alone).returncode == 0
-    sparta = run_json(tmp_path / "sparta.json", [5.0, 6.0], {"sparta": [6.0, 7.0]})  # no LBS hand drawn
+    lbs8 = {"lbs-8": [6.0, 7.0]}
+    old_knows = run_json(tmp_path / "old_knows.json", [5.0, 6.0], lbs8, blueprint_knowledge=True)
+    old_alone = run_json(tmp_path / "old_alone.json", [5.0, 6.0], lbs8, blueprint_knowledge=False)
+    res = combine(tmp_path, old_knows, knows)
+    assert res.returncode == 0, res.stderr
+    assert "LBS draws its hands within SmartBot's public card knowledge (--knowledge smartbot)" in res.stdout
+    written = Path(next(x for x in res.stdout.splitlines() if x.startswith("written: "))[9:])
+    assert json.loads(written.with_suffix(".json").read_text())["settings"]["knowledge"] == "smartbot"
+    assert combine(tmp_path, old_alone, alone).returncode == 0
+    res = combine(tmp_path, old_alone, knows)
+    assert res.returncode != 0 and "differ in knowledge" in res.stderr
+    sparta = run_json(tmp_path / "sparta.json", [5.0, 6.0], {"sparta": [6.0, 7.0]}, knowledge=None)  # no LBS
     assert combine(tmp_path, knows, sparta).returncode == 0
     # nor from which belief: a run without LBS may have had none
     unbelieving = run_json(tmp_path / "none.json", [5.0, 6.0], {"sparta": [6.0, 7.0]}, belief=None)

@@ -54,9 +54,9 @@ class BeliefTrainConfig:
     (checkpoints/belief_smartbot_2p.pt for a network that copies SmartBot) instead of learning from
     nothing. Same game; the run takes the file's model config ('': fresh weights; unused on resume)"""
     conventions: str = "auto"
-    """the rule bot whose conventions the blueprint learnt, written into every checkpoint (LBS can then draw
-    within that bot's public card knowledge): auto, the demonstrator of the blueprint's imitation phases
-    when its recipe had one; "" none; or a rule bot's name"""
+    """the rule bot whose conventions the blueprint learnt, written into every checkpoint and its model card
+    (a record: where LBS draws its hands is SearchConfig.knowledge, not this): auto, the demonstrator of the
+    blueprint's imitation phases when its recipe had one; "" none; or a rule bot's name"""
     seed: int = 0
     """run seed: the producer's deals and exploration"""
     device: str = "auto"

@@ -80,9 +80,10 @@ class BeliefModel(nn.Module):
     """Autoregressive belief p(own hand | private observation history)."""
 
     conventions: str = ""
-    """the rule bot whose conventions its blueprint learnt from that bot's games ('' none): LBS draws this
-    belief's samples within that bot's public card knowledge (SearchConfig.blueprint_knowledge), which the
-    belief learns only in part. Set from the checkpoint (lbs.models.io.load_belief)"""
+    """the rule bot whose conventions its blueprint learnt from that bot's games ('' none), as the belief
+    trainer recorded it (BeliefTrainConfig.conventions); a record for model cards, which search does not
+    read (where LBS draws its hands is SearchConfig.knowledge). Set from the checkpoint
+    (lbs.models.io.load_belief)"""
 
     def __init__(self, game: GameConfig, cfg: BeliefConfig | None = None):
         super().__init__()

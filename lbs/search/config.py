@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal, get_args
 
 from ..hanabi.config import GameConfig
 
@@ -25,6 +26,10 @@ MAX_COUNT = 2**31 - 1
 """The largest rollout, row or range count a search takes (counts are int32-safe on every device)."""
 
 MODES = ("blueprint", "sparta", "lbs-inf", "lbs-K (K >= 1)")
+
+Knowledge = Literal["smartbot", "none"]
+"""SearchConfig.knowledge's values (its flag offers them as choices)."""
+KNOWLEDGE: tuple[str, ...] = get_args(Knowledge)
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,12 @@ class SearchConfig:
     SPARTA's server scores it by default, instead of 0 (HLE's rule, by which the real game is judged). On
     SmartBot the returns' variance is then 1.8-3.9x smaller (experiments/rollout_spread.py: the rare lost game
     no longer costs every point), so the same rollouts tell the moves apart better"""
-    blueprint_knowledge: bool = True
-    """LBS with a blueprint that keeps public card knowledge (SmartBot), or a network that learnt a rule bot's
-    conventions from its games (its belief names the bot: BeliefModel.conventions): draw the belief's samples
-    within the identities that knowledge allows the searcher's cards (samplers.LearnedBelief). False: the
-    learned belief alone, hint-consistent samples kept by rejection"""
+    knowledge: Knowledge = "smartbot"
+    """LBS: where each sampled hand is drawn. "smartbot": within the identities SmartBot's public card
+    knowledge (its conventions, followed from the searcher's own observations) allows the searcher's cards:
+    the blueprint's own knowledge when it is SmartBot, else a SmartBot followed beside the blueprint for
+    its game (samplers.LearnedBelief). "none": the learned belief alone, hint-consistent samples kept by
+    rejection"""
     min_valid: int = 1
     """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
     seat: int = 0
@@ -124,6 +130,9 @@ class SearchConfig:
             raise FieldError("prune_z", f"SearchConfig.prune_z={self.prune_z}: must be finite and > 0")
         if not 0 <= self.delta < math.inf:
             raise FieldError("delta", f"SearchConfig.delta={self.delta}: must be finite and >= 0")
+        if self.knowledge not in KNOWLEDGE:
+            raise FieldError("knowledge", f"SearchConfig.knowledge={self.knowledge!r}: must be one of "
+                             f"{', '.join(KNOWLEDGE)}")
 
     def check(self, game: GameConfig, searches: bool = True) -> None:
         """ValueError naming the field, before any work: the fields against the game (the budget only when
@@ -139,7 +148,7 @@ class SearchConfig:
                              f"rollouts (at least {need}); raise rollouts or lower min_rollouts")
 
 
-ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "blueprint_knowledge": Sampler.BELIEF}
+ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "knowledge": Sampler.BELIEF}
 """SearchConfig fields that only modes drawing their hands from one sampler read; every other field matters to
 every mode that searches (and none to the blueprint alone)."""
 

@@ -21,7 +21,8 @@ class SearchSummary:
     seconds_per_search: wall time of the search run per game and per searched move; rollouts_per_s:
     rollouts (one candidate move on one sampled hand, played out) per wall second; deviation_pct: searched
     moves where the search move replaced the blueprint move; fallback_pct: searched moves where too few
-    sampled hands were valid and the blueprint move was played.
+    sampled hands were valid and the blueprint move was played; knowledge: LBS only, where its hands were
+    drawn (SearchConfig.knowledge: "smartbot" or "none"), None for a mode that draws none from the belief.
     """
 
     mode: str
@@ -38,9 +39,12 @@ class SearchSummary:
     rollouts_per_s: float
     deviation_pct: float
     fallback_pct: float
+    knowledge: str | None = None
 
     def lines(self) -> list[str]:
-        out = [f"{self.mode}: {self.score}"]
+        k = self.knowledge
+        drawn = f"; --knowledge {k}: hands drawn {DRAWN[k]}" if k else ""
+        out = [f"{self.mode}: {self.score}{drawn}"]
         if self.blueprint is not None:
             out.append(f"blueprint on the same deals: {self.blueprint}")
             out.append(f"paired difference (search - blueprint): {self.paired_diff:+.3f} ± "
@@ -58,6 +62,10 @@ class SearchSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+DRAWN = {"smartbot": "within SmartBot's public card knowledge", "none": "from the learned belief alone"}
+"""Where LBS drew its hands, by SearchConfig.knowledge, as a result line says it."""
 
 
 def verdict(diff: float, sem: float, games: int) -> str:
@@ -111,9 +119,11 @@ def evaluation(results: list[GameResult], game_max: int) -> EvalResult:
 
 
 def summarize_run(
-    mode: str, results: list[GameResult], blueprint: list[GameResult] | None, seconds: float, max_score: int
+    mode: str, results: list[GameResult], blueprint: list[GameResult] | None, seconds: float, max_score: int,
+    knowledge: str | None = None,
 ) -> SearchSummary:
-    """The summary of a run, paired with the blueprint's games on the same deals when given."""
+    """The summary of a run, paired with the blueprint's games on the same deals when given; knowledge: an LBS
+    run's SearchConfig.knowledge (SearchSetup.knowledge_shown)."""
     n = len(results)
     searched = sum(r.searched for r in results)
     rollouts = sum(r.rollouts for r in results)
@@ -134,4 +144,5 @@ def summarize_run(
         rollouts_per_s=rollouts / max(seconds, 1e-9),
         deviation_pct=100.0 * sum(r.deviated for r in results) / max(searched, 1),
         fallback_pct=100.0 * sum(r.fallbacks for r in results) / max(searched, 1),
+        knowledge=knowledge,
     )

@@ -58,10 +58,11 @@ class LearnedBelief:
     (one encoder step per move, nothing re-reads the history); samples pass the exact validity filter
     built from the searcher's own observation, so the filter never sees the true hand.
 
-    With `knowledge` (a blueprint that keeps public card knowledge), the sampler also follows the
-    searcher's seat's copy of it, read from the same observations, and draws every slot within the
-    identities that knowledge allows and the unseen copies left (where it allows none the hints allow, the
-    hints alone): the blueprint's conventions, which the belief learns only in part, hold in every sample.
+    With `knowledge` (a rule bot's public card knowledge, SmartBot's: SearchConfig.knowledge), the sampler
+    also follows the searcher's seat's copy of it, read from the same observations, and draws every slot
+    within the identities that knowledge allows and the unseen copies left (where it allows none the hints
+    allow, the hints alone): SmartBot's conventions, which the belief learns only in part, hold in every
+    sample.
     """
 
     def __init__(self, game: GameConfig, server: InferenceServer, seat: int,

@@ -27,6 +27,16 @@ from .timing import Timing
 BLUEPRINT = Mode.parse("blueprint")
 
 
+def smartbot_for(game: GameConfig, device: torch.device | str) -> CardKnowledge:
+    """SmartBot for `game`, followed beside another blueprint for its card knowledge (SearchConfig.knowledge);
+    a game SmartBot cannot play is refused in one line that says how to search without it."""
+    try:
+        return load_blueprint("smartbot", device, game=game)[1]
+    except ValueError as e:
+        raise ValueError(f"--knowledge smartbot: LBS draws its hands within SmartBot's card knowledge, and "
+                         f"SmartBot cannot follow this game ({e}); use --knowledge none") from None
+
+
 def check_blueprint(mode: Mode, net: nn.Module) -> Capabilities:
     """The blueprint's declared capabilities (lbs.blueprint.check), and what the mode needs of them, each
     refused in one line: a leaf value (LBS-K), a recurrent state that sees public features only (search;
@@ -60,9 +70,10 @@ class SearchSetup:
     device: torch.device
     timing: Timing | None = None
     make_sampler: Callable[[], HandSampler] | None = None
-    conventions: CardKnowledge | None = None
-    """the rule bot whose conventions a network blueprint learnt (its belief names it:
-    BeliefModel.conventions), whose public card knowledge LBS draws within as it does a rule bot's own"""
+    smartbot: CardKnowledge | None = None
+    """SmartBot for the blueprint's game, followed beside a blueprint that keeps no card knowledge of its own:
+    the knowledge LBS draws its hands within (SearchConfig.knowledge "smartbot"); loaded by the first
+    set-up whose mode draws within it (`rule_knowledge`), then shared by its copies (`with_mode`)"""
 
     caps: Capabilities = dataclasses.field(init=False)
     """the blueprint's declared capabilities, checked against the mode"""
@@ -74,21 +85,23 @@ class SearchSetup:
         if self.mode.sampler is Sampler.BELIEF and self.make_sampler is None \
                 and BELIEF not in self.server.weights.names():
             raise ValueError(f"{self.mode}: LBS needs a belief trained for this blueprint (--belief)")
+        # SmartBot loaded now, where a mode draws within its knowledge: a game it cannot follow is refused
+        # before any work
+        if self.make_sampler is None and self.knowledge_shown == "smartbot" and not self.caps.card_knowledge \
+                and self.smartbot is None:
+            self.smartbot = smartbot_for(self.game, self.device)
 
     @classmethod
     def of(cls, game: GameConfig, net: nn.Module, mode: Mode | str, cfg: SearchConfig | None = None,
            belief: nn.Module | None = None, device: torch.device | str = "cpu", coalesce: bool = False,
            profile: bool = False, make_sampler: Callable[[], HandSampler] | None = None) -> SearchSetup:
         """A set-up for models in memory: serves `net` (and `belief`, which LBS needs unless make_sampler
-        replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`). A belief
-        that names its blueprint's conventions (BeliefModel.conventions) brings that rule bot along."""
+        replaces the belief). coalesce: merge the calls of concurrent groups (play_games' `groups`)."""
         mode = Mode.parse(mode) if isinstance(mode, str) else mode
-        named = belief.conventions if belief is not None else ""
-        conventions = load_blueprint(named, device, game=game)[1] if named else None
         server = serve(net, belief, device, coalesce=coalesce)
         try:
             return cls(game, mode, cfg or SearchConfig(), net, server, torch.device(device),
-                       Timing() if profile else None, make_sampler, conventions)
+                       Timing() if profile else None, make_sampler)
         except ValueError:
             server.close()
             raise
@@ -116,16 +129,28 @@ class SearchSetup:
         return self.blueprint.initial_state(rows)
 
     @property
-    def rule_knowledge(self) -> CardKnowledge | None:
-        """Public card knowledge of the blueprint's conventions: a rule bot blueprint's own, or that of the
-        rule bot whose conventions a network blueprint learnt; None for neither."""
-        return self.net if self.caps.card_knowledge else self.conventions
+    def rule_knowledge(self) -> CardKnowledge:
+        """SmartBot's public card knowledge, as LBS draws within it (SearchConfig.knowledge "smartbot"): the
+        blueprint's own if it keeps card knowledge (SmartBot), else that of a SmartBot for the blueprint's
+        game followed beside it (loaded here once). ValueError (one line) for a game SmartBot cannot play."""
+        if self.caps.card_knowledge:
+            return self.net
+        if self.smartbot is None:
+            self.smartbot = smartbot_for(self.game, self.device)
+        return self.smartbot
 
     @property
     def knowledge(self) -> CardKnowledge | None:
-        """The rule knowledge LBS draws its hands within (see SearchConfig.blueprint_knowledge), or None."""
-        knows = self.mode.sampler is Sampler.BELIEF and self.cfg.blueprint_knowledge
+        """The card knowledge LBS draws its hands within (SearchConfig.knowledge), or None: the learned belief
+        alone, or a mode that draws no hands from it."""
+        knows = self.mode.sampler is Sampler.BELIEF and self.cfg.knowledge == "smartbot"
         return self.rule_knowledge if knows else None
+
+    @property
+    def knowledge_shown(self) -> str | None:
+        """SearchConfig.knowledge as a result shows it: the value for a mode drawing its hands from the
+        belief, None for the others (it changes nothing there)."""
+        return self.cfg.knowledge if self.mode.sampler is Sampler.BELIEF else None
 
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""

@@ -94,6 +94,9 @@ def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     (["--mode", "lbs-2", "--devices", "2", "--profile"], "--devices 1"),
     (["--mode", "lbs-16", "--blueprint", "smartbot"], "no value"),
     (["--mode", "lbs-2", "--first-game", "-1"], "--first-game -1"),
+    (["--mode", "lbs-2", "--knowledge", "bogus"],
+     "--knowledge: invalid choice: 'bogus' (choose from 'smartbot', 'none')"),
+    (["--mode", "sparta", "--knowledge", "none"], "--knowledge: matters to no mode here (sparta)"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]

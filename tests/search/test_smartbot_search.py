@@ -27,7 +27,7 @@ from lbs.hanabi.config import DISCARD, PLAY
 from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.search import agent, step_filter
-from lbs.search.config import Mode, SearchConfig
+from lbs.search.config import FieldError, Mode, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.rollouts import rollout_returns
 from lbs.search.setup import SearchSetup, check_blueprint
@@ -274,18 +274,17 @@ def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: i
     it saw is the same); replaying the game with search from the swapped deck makes every decision up to
     and including that turn the same (the range, the seats' states and the belief's sampler with its copy of
     SmartBot's card knowledge follow the history, not the cards). With max_range 1 every draw is a
-    rejection draw through the pending filters. "network": a network blueprint whose belief names SmartBot's
-    conventions, so the sampler follows a SmartBot of its own beside the network."""
+    rejection draw through the pending filters. "network": a network blueprint (its belief names no
+    conventions), so the sampler follows a SmartBot of its own beside the network (knowledge "smartbot")."""
     game = SMALL["p2_c3_r3_h3"]
     cfg = replace(tiny_search(game), max_range=max_range)
     n, seat = 4, cfg.seat
     torch.manual_seed(0)
     net = SmartBot(game) if blueprint == "smartbot" else make_qnet(game, NetConfig(hidden=16)).eval()
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
-    model.conventions = "smartbot" if blueprint == "network" else ""
     with SearchSetup.of(game, net, mode, cfg, model) as setup:
         if mode != "sparta":
-            want = net if blueprint == "smartbot" else setup.conventions
+            want = net if blueprint == "smartbot" else setup.smartbot
             assert isinstance(want, SmartBot) and setup.sampler().knowledge is want
         first = agent.play_games(setup, n, seed=8, batch_games=n)
         decks = torch.tensor([r.record.deck for r in first])
@@ -349,10 +348,11 @@ def swap_hand(game: GameConfig, deck: torch.Tensor, positions: list[int], state,
 @pytest.mark.parametrize("blueprint", ["smartbot", "network"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) -> None:
-    """With SmartBot as the blueprint, or a network whose belief names SmartBot's conventions, LBS's
-    sampler follows the searcher's copy of SmartBot's knowledge and draws every held slot within it (the
-    lockstep seat's own_cards, SmartBot playing the game); with blueprint_knowledge off the learned belief
-    (here untrained) draws outside it, kept by the hints alone."""
+    """With knowledge "smartbot" (the default), LBS's sampler follows the searcher's copy of SmartBot's
+    knowledge and draws every held slot within it (the lockstep seat's own_cards, SmartBot playing the
+    game): SmartBot's own as the blueprint, or a SmartBot's beside a network whose belief names no
+    conventions (nothing in the belief decides it); with knowledge "none" the learned belief (here
+    untrained) draws outside it, kept by the hints alone."""
     game = SMALL["p2_c3_r3_h3"]
     net = SmartBot(game, device)
     torch.manual_seed(0)
@@ -360,15 +360,16 @@ def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) 
     searched = net
     if blueprint == "network":
         searched = make_qnet(game, NetConfig(hidden=16)).to(device).eval()
-        model.conventions = "smartbot"
+        assert model.conventions == ""
     n, k, seat = 16, 32, 1
     state = engine.reset(game, torch.arange(n, device=device))
     outside = {True: 0, False: 0}
     cfg = replace(tiny_search(game), seat=seat)
     with SearchSetup.of(game, searched, "lbs-inf", cfg, model, device) as setup, torch.no_grad():
-        plain = setup.with_mode("lbs-inf", blueprint_knowledge=False)
+        plain = setup.with_mode("lbs-inf", knowledge="none")
         samplers = {True: setup.sampler(), False: plain.sampler()}
         assert samplers[False].knowledge is None
+        assert samplers[True].knowledge is (net if blueprint == "smartbot" else setup.smartbot)
         for s in samplers.values():
             s.reset(state)
         hid = net.initial_state(n * game.players)
@@ -389,6 +390,29 @@ def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) 
             if bool(state.done.all()):
                 break
     assert outside[True] == 0 and outside[False] > 0
+
+
+def test_the_knowledge_is_a_setting_of_its_own() -> None:
+    """SearchConfig.knowledge takes "smartbot" or "none", anything else refused naming the field and its
+    values; "none" gives LBS's sampler no knowledge, and no SmartBot is loaded; "smartbot" beside a network
+    on a game SmartBot cannot play is refused in one line that says to use --knowledge none (a mode that
+    draws no hands from the belief does not need it)."""
+    with pytest.raises(FieldError, match="SearchConfig.knowledge='bogus': must be one of smartbot, none") \
+            as err:
+        SearchConfig(knowledge="bogus")
+    assert err.value.field == "knowledge"
+    game = GameConfig(players=2, colors=3, ranks=3, hand_size=3, max_life_tokens=4)
+    torch.manual_seed(0)
+    net = make_qnet(game, NetConfig(hidden=16)).eval()
+    model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    cfg = tiny_search(game)
+    with pytest.raises(ValueError, match="max_life_tokens=4.*; use --knowledge none$") as err:
+        SearchSetup.of(game, net, "lbs-inf", cfg, model)
+    assert "\n" not in str(err.value)
+    with SearchSetup.of(game, net, "lbs-inf", replace(cfg, knowledge="none"), model) as setup:
+        assert setup.sampler().knowledge is None and setup.smartbot is None
+    with SearchSetup.of(game, net, "sparta", cfg) as setup:
+        assert setup.knowledge is None and setup.smartbot is None
 
 
 def test_lbs_k_is_refused_in_one_line() -> None:
