@@ -7,7 +7,9 @@ when the shipped full-game pair was replaced (the blueprint learnt from SmartBot
 again when that belief was replaced by the same run trained longer, and when the pair was replaced by the
 blueprint that also reads the card-count, hint and discard facts and its belief, and when that belief was
 trained longer and began to name SmartBot's conventions (its samples drawn within SmartBot's card
-knowledge)."""
+knowledge). The 2c runs draw from the belief alone (--knowledge none), as they were recorded: LBS drew within
+SmartBot's knowledge only beside a blueprint whose belief named its conventions until the knowledge became a
+setting of its own, whose default, smartbot, 2p/lbs-16 pins."""
 
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ def digest(results) -> str:
 def test_search_decisions_and_scores_are_pinned(name):
     pair, mode, seat, max_range, games, rollouts, min_rollouts = RUNS[name]
     bp, bl = ROOT / "checkpoints" / f"blueprint_{pair}.pt", ROOT / "checkpoints" / f"belief_{pair}.pt"
-    cfg = SearchConfig(rollouts=rollouts, min_rollouts=min_rollouts, seat=seat, max_range=max_range)
+    cfg = SearchConfig(rollouts=rollouts, min_rollouts=min_rollouts, seat=seat, max_range=max_range,
+                       knowledge="none" if pair == "2c" and mode.startswith("lbs") else "smartbot")
     with build_search(mode, bp, bl, cfg=cfg) as setup, torch.no_grad():
         res = play_games(setup, games, seed=7, batch_games=2)
     want = PINNED[name]
