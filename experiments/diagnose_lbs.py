@@ -81,7 +81,8 @@ def main() -> None:
         base = play_games(setup.blueprint_only(), args.games, args.seed, 64, first=args.first_game)
     print(f"{args.mode}, sampler {args.sampler}, delta {setup.cfg.delta}:")
     shown = None if oracle else setup.knowledge_shown  # the true hand is drawn within nothing
-    for line in summarize_run(str(args.mode), res, base, seconds, game.max_score, shown).lines():
+    for line in summarize_run(str(args.mode), res, base, seconds, game.max_score, shown,
+                              None if oracle else setup.belief_shown).lines():
         print(line)
     print(deviations(res))
 

@@ -46,16 +46,18 @@ from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.scoring import eval_games
 from lbs.search import flags
 from lbs.search.agent import Progress, play_games
+from lbs.search.config import KNOWLEDGE
 from lbs.search.journal import Journal, play_kept
-from lbs.search.report import DRAWN, paired_difference, summarize_run
+from lbs.search.report import drawn_from, paired_difference, summarize_run
 from lbs.search.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
 SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
-            "keep_lost_points", "knowledge")
+            "keep_lost_points", "knowledge", "belief_type")
 """The recorded settings that decide a row's games: runs that differ in one are not joined (--combine)."""
-UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False, "knowledge": "none"}
+UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False, "knowledge": "none",
+              "belief_type": "learned"}
 """What runs recorded before a setting existed played with."""
 
 
@@ -180,6 +182,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         torch.set_num_threads(args.threads)
     population = population_scores(args, game, args.seed, setup.blueprint)  # the blueprint this run plays
     knowledge = next((r.knowledge_shown for r in runs.values() if r.knowledge_shown), None)  # LBS rows only
+    belief_type = next((r.belief_shown for r in runs.values() if r.belief_shown), None)
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -191,13 +194,14 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         + ("; the reference SPARTA's budget (each move's share, bound pruning)"
            if cfg.reference_budget else "")
         + ("; rollouts score a lost game as its points minus one" if cfg.keep_lost_points else "")
-        + (f"; LBS draws its hands {DRAWN[knowledge]} (--knowledge {knowledge})." if knowledge else "."),
+        + (f"; LBS draws its hands {drawn_from(belief_type, knowledge)} (--belief-type {belief_type} "
+           f"--knowledge {knowledge})." if knowledge else "."),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": cfg.rollouts, "min_rollouts": cfg.min_rollouts, "delta": cfg.delta,
                 "max_range": cfg.max_range,
                 "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
-                "knowledge": knowledge, "blueprint": Path(args.blueprint).name,
+                "knowledge": knowledge, "belief_type": belief_type, "blueprint": Path(args.blueprint).name,
                 "belief": Path(belief).name if belief else None,
                 "machine": machine(), "command": command()}
     rows: list[Row] = []
@@ -242,7 +246,8 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
                                              progress=lambda p, b=before: games_done(p, b))
             except SaveError as e:
                 sys.exit(f"table1: {e}")
-            s = summarize_run(mode, results, base, seconds, game.max_score, mine.knowledge_shown)
+            s = summarize_run(mode, results, base, seconds, game.max_score, mine.knowledge_shown,
+                              mine.belief_shown)
             rows.append(Row(mode, s.to_dict(), [float(r.record.score) for r in results], base_scores,
                             split_of(s, timing, cfg.cuda_graphs), machine=machine()))
             tqdm.write(" | ".join(s.lines()))
@@ -468,7 +473,7 @@ def combine(args, out: Path) -> None:
             sys.exit(f"table1 --combine: {name}: {problem}")
     known = [recorded_settings(d["settings"]) | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
-    lbs_only = ("knowledge", "belief")  # how LBS drew its hands, and from what, matter only to LBS
+    lbs_only = ("knowledge", "belief", "belief_type")  # how LBS drew its hands, from what: LBS's alone
     for k in SETTINGS:
         if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k not in lbs_only}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
@@ -522,8 +527,9 @@ def combine(args, out: Path) -> None:
         "  speed-up over SPARTA is shown only between runs on the same machine.",
     ]
     drew = next((s for s in known if s["lbs"]), None)  # an LBS run's settings: how its rows drew their hands
-    if drew is not None and drew.get("knowledge") in DRAWN:
-        head.append(f"- LBS draws its hands {DRAWN[drew['knowledge']]} (--knowledge {drew['knowledge']}).")
+    if drew is not None and drew.get("knowledge") in KNOWLEDGE:
+        b, k = drew.get("belief_type") or "learned", drew["knowledge"]
+        head.append(f"- LBS draws its hands {drawn_from(b, k)} (--belief-type {b} --knowledge {k}).")
     source = {k: drew if drew is not None and k in lbs_only else first for k in SETTINGS}
     settings = {k: source[k][k] for k in SETTINGS if k in source[k]}  # not the first run's machine or command
     population = population_scores(args, game, first.get("seed", args.seed))

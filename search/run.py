@@ -209,7 +209,8 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
     setup.close()
     if not shard.main:
         return
-    summary = summarize_run(str(mode), results, baseline, seconds, game.max_score, setup.knowledge_shown)
+    summary = summarize_run(str(mode), results, baseline, seconds, game.max_score, setup.knowledge_shown,
+                            setup.belief_shown)
     for line in summary.lines():
         print(line)
     if mode.searches:

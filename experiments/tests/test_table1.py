@@ -124,12 +124,19 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     assert res.returncode != 0 and "differ in knowledge" in res.stderr
     alone = run_json(tmp_path / "alone.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, knowledge="none")
     assert combine(tmp_path, a, alone).returncode == 0
+    # and from which belief (runs before the field: the learned one)
+    bayes = run_json(tmp_path / "bayes.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, belief_type="bayes")
+    res = combine(tmp_path, a, bayes)
+    assert res.returncode != 0 and "differ in belief_type" in res.stderr
+    learned = run_json(tmp_path / "learned.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, belief_type="learned")
+    assert combine(tmp_path, a, learned).returncode == 0
     lbs8 = {"lbs-8": [6.0, 7.0]}
     old_knows = run_json(tmp_path / "old_knows.json", [5.0, 6.0], lbs8, blueprint_knowledge=True)
     old_alone = run_json(tmp_path / "old_alone.json", [5.0, 6.0], lbs8, blueprint_knowledge=False)
     res = combine(tmp_path, old_knows, knows)
     assert res.returncode == 0, res.stderr
-    assert "LBS draws its hands within SmartBot's public card knowledge (--knowledge smartbot)" in res.stdout
+    assert ("LBS draws its hands from the learned belief within SmartBot's public card knowledge "
+            "(--belief-type learned --knowledge smartbot)") in res.stdout
     written = Path(next(x for x in res.stdout.splitlines() if x.startswith("written: "))[9:])
     assert json.loads(written.with_suffix(".json").read_text())["settings"]["knowledge"] == "smartbot"
     assert combine(tmp_path, old_alone, alone).returncode == 0

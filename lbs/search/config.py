@@ -30,6 +30,9 @@ MODES = ("blueprint", "sparta", "lbs-inf", "lbs-K (K >= 1)")
 Knowledge = Literal["smartbot", "none"]
 """SearchConfig.knowledge's values (its flag offers them as choices)."""
 KNOWLEDGE: tuple[str, ...] = get_args(Knowledge)
+BeliefType = Literal["learned", "bayes"]
+"""SearchConfig.belief_type's values (its flag offers them as choices)."""
+BELIEF_TYPES: tuple[str, ...] = get_args(BeliefType)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,10 @@ class SearchConfig:
     the blueprint's own knowledge when it is SmartBot, else a SmartBot followed beside the blueprint for
     its game (samplers.LearnedBelief). "none": the learned belief alone, hint-consistent samples kept by
     rejection"""
+    belief_type: BeliefType = "learned"
+    """LBS: the belief its hands are drawn from. "learned": the belief checkpoint trained for the blueprint
+    (--belief); "bayes": BAD's factorised Bayesian belief, updated after every partner move by the
+    blueprint's own policy on drawn hands (lbs.search.bayes_belief: no training, any network blueprint)"""
     min_valid: int = 1
     """fewer valid sampled hands than this in the first round: play the blueprint move (a fallback)"""
     seat: int = 0
@@ -130,6 +137,9 @@ class SearchConfig:
             raise FieldError("prune_z", f"SearchConfig.prune_z={self.prune_z}: must be finite and > 0")
         if not 0 <= self.delta < math.inf:
             raise FieldError("delta", f"SearchConfig.delta={self.delta}: must be finite and >= 0")
+        if self.belief_type not in BELIEF_TYPES:
+            raise FieldError("belief_type", f"SearchConfig.belief_type={self.belief_type!r}: must be one of "
+                             f"{', '.join(BELIEF_TYPES)}")
         if self.knowledge not in KNOWLEDGE:
             raise FieldError("knowledge", f"SearchConfig.knowledge={self.knowledge!r}: must be one of "
                              f"{', '.join(KNOWLEDGE)}")
@@ -148,7 +158,8 @@ class SearchConfig:
                              f"rollouts (at least {need}); raise rollouts or lower min_rollouts")
 
 
-ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "knowledge": Sampler.BELIEF}
+ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "knowledge": Sampler.BELIEF,
+                                "belief_type": Sampler.BELIEF}
 """SearchConfig fields that only modes drawing their hands from one sampler read; every other field matters to
 every mode that searches (and none to the blueprint alone)."""
 

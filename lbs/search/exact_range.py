@@ -52,17 +52,16 @@ import time
 
 import torch
 
-from ..acting import legal_with_noop
 from ..belief.constraints import HandConstraints, from_obs, plausible_cards
 from ..hanabi.config import DISCARD, PLAY, GameConfig
-from ..hanabi.encode import encode, public_features
+from ..hanabi.encode import encode
 from ..hanabi.engine import tables
 from ..hanabi.rng import uniform
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from ..models.qnet import select_rows
 from .config import SearchConfig
-from .range_filter import CandidatePolicy, PartnerView
+from .range_filter import CandidatePolicy, PartnerView, blind
 from .samplers import SampledHands
 from .step_filter import StepPolicy, StepView, where_rows
 
@@ -103,12 +102,6 @@ class ExactRange:
         cons = from_obs(self.game, encode(self.game, state, observers=seat)[:, 0])
         return cons, plausible_cards(self.game, cons.color_plausible, cons.rank_plausible)
 
-    def _blind(self, state: HanabiState) -> HanabiState:
-        """The state with the searcher's held cards replaced by card 0: what partners' views share
-        (which slots are held is public; the card identities are what the candidates supply)."""
-        mine = (torch.arange(self.game.players, device=state.device) == self.seat)[None, :, None]
-        return state.replace(hands=torch.where(mine & (state.hands >= 0), 0, state.hands))
-
     # ---- public API ------------------------------------------------------------------------------------
     @torch.no_grad()
     def reset(self, state: HanabiState) -> None:
@@ -139,28 +132,20 @@ class ExactRange:
     def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
         """After one real move in every game (move [G], engine ids; games already over are ignored)."""
         game, p, dev = self.game, self.game.players, before.device
-        g = before.batch_size
         move = move.long()
         active = ~before.done
         mover = before.cur_player
         kind, slot = tables(game, dev).move_info[move.clamp(min=0)].unbind(1)[:2]
         # every seat's public state advances on `before` (as in acting.play); the mover's output is its view
-        blind = self._blind(before)
         partner = active & (mover != self.seat) & self.tracked
         filtering = bool(partner.any())  # one read of the host per move: a partner filter will wait
         if isinstance(self.policy, StepPolicy):
-            hid = self._advance(blind, active)
+            blinded = blind(before, self.seat)
+            hid = self._advance(blinded, active)
             if filtering:
-                view = self.policy.view(blind, self.hid, hid, mover, move)
+                view = self.policy.view(blinded, self.hid, hid, mover, move)
         else:
-            obs = encode(game, blind)  # [G, P, D] float
-            publ_out, hid = self.net.public_out(public_features(game, obs).reshape(g * p, -1), self.hid)
-            if filtering:
-                pick = torch.arange(g, device=dev) * p + mover
-                legal = legal_with_noop(game, blind).reshape(g * p, -1).index_select(0, pick)
-                view = self.policy.view(obs.reshape(g * p, -1).index_select(0, pick),
-                                        publ_out.reshape(g * p, -1).index_select(0, pick), legal, mover,
-                                        before.info_tokens, move)
+            view, hid = self.policy.follow(before, self.hid, move, filtering)
         # the searcher's own play or discard: the card is revealed, a new one may be drawn
         cons, plaus = self._facts(after)
         own = active & (mover == self.seat) & ((kind == PLAY) | (kind == DISCARD))

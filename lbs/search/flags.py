@@ -166,10 +166,13 @@ def read(ap: Parser, args: argparse.Namespace, *, draws_belief: bool | None = No
     device = resolve_device(args.device)
     if cfg.cuda_graphs:
         needs_cuda("--cuda-graphs", device)
-    draws = any(m.sampler is Sampler.BELIEF for m in modes) if draws_belief is None else draws_belief
+    learned = cfg.belief_type == "learned"  # the Bayesian belief needs no file
+    draws = any(m.sampler is Sampler.BELIEF for m in modes) and learned if draws_belief is None \
+        else draws_belief
     if args.belief is not None and not draws:
         raise ValueError(f"--belief {args.belief}: no mode here draws hands from a belief "
-                         f"({' '.join(map(str, modes))}); leave it out")
+                         f"({' '.join(map(str, modes))}" + ("" if learned else " with --belief-type bayes")
+                         + "); leave it out")
     belief = belief_for(draws, args.belief, args.blueprint, ap.checkpoints, args.players)
     return Search(list(modes), budget, cfg, "rollouts" in given, device, args.blueprint, args.players, belief)
 

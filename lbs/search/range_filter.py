@@ -32,8 +32,11 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
+from ..acting import legal_with_noop
 from ..hanabi.config import GameConfig
+from ..hanabi.encode import encode, public_features
 from ..hanabi.engine import tables
+from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from ..models import card_facts
 from ..models.qnet import QNet
@@ -99,6 +102,23 @@ class CandidatePolicy:
         self.counting, self.hints, self.discards = ("counts" in groups, "hints" in groups,
                                                     "discards" in groups)
         """which families of facts the network's input holds (see the module doc)"""
+
+    def follow(self, before: HanabiState, hid: tuple, move: torch.Tensor,
+               filtering: bool) -> tuple[PartnerView | None, tuple]:
+        """(the mover's shared view of `before` (None unless filtering: a partner moved in some game), every
+        seat's public state after reading `before`), the searcher's cards hidden (`blind`), from hid."""
+        g, p = before.batch_size, self.game.players
+        blinded = blind(before, self.seat)
+        obs = encode(self.game, blinded)  # [G, P, D] float
+        publ_out, hid = self.net.public_out(public_features(self.game, obs).reshape(g * p, -1), hid)
+        if not filtering:
+            return None, hid
+        pick = torch.arange(g, device=before.device) * p + before.cur_player
+        legal = legal_with_noop(self.game, blinded).reshape(g * p, -1).index_select(0, pick)
+        view = self.view(obs.reshape(g * p, -1).index_select(0, pick),
+                         publ_out.reshape(g * p, -1).index_select(0, pick), legal, before.cur_player,
+                         before.info_tokens, move)
+        return view, hid
 
     def view(self, obs: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor,
              info_tokens: torch.Tensor, move: torch.Tensor) -> PartnerView:
@@ -223,6 +243,13 @@ class CandidatePolicy:
         """[n] bool: the mover's move is legal and (within Q_TOL) greedy under each candidate hand."""
         q, legal = self.q(view, hands, game)
         return move_is_greedy(q, legal, view.move.index_select(0, game))
+
+
+def blind(state: HanabiState, seat: int) -> HanabiState:
+    """The state with `seat`'s held cards replaced by card 0: what partners' views of the searcher share
+    (which slots are held is public; the card identities are what the candidates supply)."""
+    mine = (torch.arange(state.hands.shape[1], device=state.device) == seat)[None, :, None]
+    return state.replace(hands=torch.where(mine & (state.hands >= 0), 0, state.hands))
 
 
 def move_is_greedy(q: torch.Tensor, legal: torch.Tensor, move: torch.Tensor) -> torch.Tensor:

@@ -21,8 +21,9 @@ class SearchSummary:
     seconds_per_search: wall time of the search run per game and per searched move; rollouts_per_s:
     rollouts (one candidate move on one sampled hand, played out) per wall second; deviation_pct: searched
     moves where the search move replaced the blueprint move; fallback_pct: searched moves where too few
-    sampled hands were valid and the blueprint move was played; knowledge: LBS only, where its hands were
-    drawn (SearchConfig.knowledge: "smartbot" or "none"), None for a mode that draws none from the belief.
+    sampled hands were valid and the blueprint move was played; knowledge and belief_type: LBS only, where
+    its hands were drawn (SearchConfig.knowledge and belief_type), None for a mode that draws none from a
+    belief.
     """
 
     mode: str
@@ -40,10 +41,11 @@ class SearchSummary:
     deviation_pct: float
     fallback_pct: float
     knowledge: str | None = None
+    belief_type: str | None = None
 
     def lines(self) -> list[str]:
-        k = self.knowledge
-        drawn = f"; --knowledge {k}: hands drawn {DRAWN[k]}" if k else ""
+        k, b = self.knowledge, self.belief_type or "learned"
+        drawn = f"; --belief-type {b} --knowledge {k}: hands drawn {drawn_from(b, k)}" if k else ""
         out = [f"{self.mode}: {self.score}{drawn}"]
         if self.blueprint is not None:
             out.append(f"blueprint on the same deals: {self.blueprint}")
@@ -64,8 +66,11 @@ class SearchSummary:
         return asdict(self)
 
 
-DRAWN = {"smartbot": "within SmartBot's public card knowledge", "none": "from the learned belief alone"}
-"""Where LBS drew its hands, by SearchConfig.knowledge, as a result line says it."""
+def drawn_from(belief_type: str, knowledge: str) -> str:
+    """Where LBS drew its hands (SearchConfig.belief_type and knowledge), as a result line says it."""
+    belief = {"learned": "the learned belief", "bayes": "the Bayesian belief"}[belief_type]
+    return f"from {belief} within SmartBot's public card knowledge" if knowledge == "smartbot" else \
+        f"from {belief} alone"
 
 
 def verdict(diff: float, sem: float, games: int) -> str:
@@ -120,10 +125,10 @@ def evaluation(results: list[GameResult], game_max: int) -> EvalResult:
 
 def summarize_run(
     mode: str, results: list[GameResult], blueprint: list[GameResult] | None, seconds: float, max_score: int,
-    knowledge: str | None = None,
+    knowledge: str | None = None, belief_type: str | None = None,
 ) -> SearchSummary:
-    """The summary of a run, paired with the blueprint's games on the same deals when given; knowledge: an LBS
-    run's SearchConfig.knowledge (SearchSetup.knowledge_shown)."""
+    """The summary of a run, paired with the blueprint's games on the same deals when given; knowledge and
+    belief_type: an LBS run's SearchConfig fields (SearchSetup.knowledge_shown and belief_shown)."""
     n = len(results)
     searched = sum(r.searched for r in results)
     rollouts = sum(r.rollouts for r in results)
@@ -145,4 +150,5 @@ def summarize_run(
         deviation_pct=100.0 * sum(r.deviated for r in results) / max(searched, 1),
         fallback_pct=100.0 * sum(r.fallbacks for r in results) / max(searched, 1),
         knowledge=knowledge,
+        belief_type=belief_type,
     )

@@ -19,6 +19,7 @@ from ..hanabi.config import GameConfig
 from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
 from ..models import load_belief, load_blueprint
 from ..models.io import shipped_belief
+from .bayes_belief import BayesBelief
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
 from .samplers import HandSampler, LearnedBelief, serve
@@ -82,9 +83,13 @@ class SearchSetup:
         self.device = torch.device(self.device)
         self.cfg.check(self.game, self.mode.searches)
         self.caps = check_blueprint(self.mode, self.net)
-        if self.mode.sampler is Sampler.BELIEF and self.make_sampler is None \
-                and BELIEF not in self.server.weights.names():
+        draws = self.mode.sampler is Sampler.BELIEF and self.make_sampler is None
+        if draws and self.cfg.belief_type == "learned" and BELIEF not in self.server.weights.names():
             raise ValueError(f"{self.mode}: LBS needs a belief trained for this blueprint (--belief)")
+        if draws and self.cfg.belief_type == "bayes" and not self.caps.public_split:
+            raise ValueError(f"{self.mode}: --belief-type bayes asks the blueprint about drawn hands through "
+                             "the networks' public/private split, which this blueprint has not; use "
+                             "--belief-type learned")
         # SmartBot loaded now, where a mode draws within its knowledge: a game it cannot follow is refused
         # before any work
         if self.make_sampler is None and self.knowledge_shown == "smartbot" and not self.caps.card_knowledge \
@@ -152,10 +157,17 @@ class SearchSetup:
         belief, None for the others (it changes nothing there)."""
         return self.cfg.knowledge if self.mode.sampler is Sampler.BELIEF else None
 
+    @property
+    def belief_shown(self) -> str | None:
+        """SearchConfig.belief_type as a result shows it: for a mode drawing from a belief, else None."""
+        return self.cfg.belief_type if self.mode.sampler is Sampler.BELIEF else None
+
     def sampler(self) -> HandSampler | None:
         """A fresh hand sampler for one batch of games; None for the blueprint alone."""
         if self.make_sampler is not None:
             return self.make_sampler()
+        if self.mode.sampler is Sampler.BELIEF and self.cfg.belief_type == "bayes":
+            return BayesBelief(self.game, self.blueprint, self.cfg.seat, self.knowledge)
         if self.mode.sampler is Sampler.BELIEF:
             return LearnedBelief(self.game, self.server, self.cfg.seat, self.knowledge)
         if self.mode.sampler is Sampler.RANGE:
