@@ -59,19 +59,6 @@ def optimal_value(payoff: torch.Tensor = PAYOFF) -> float:
     return best
 
 
-def optimal_value_enumerated(payoff: torch.Tensor = PAYOFF) -> float:
-    """optimal_value by the literal enumeration of both agents' deterministic policies (slower; a check)."""
-    nc, _, na, _ = payoff.shape
-    best = float("-inf")
-    for pi0 in itertools.product(range(na), repeat=nc):
-        for flat in itertools.product(range(na), repeat=nc * na):
-            pi1 = [flat[c1 * na:(c1 + 1) * na] for c1 in range(nc)]
-            value = sum(float(payoff[c0, c1, pi0[c0], pi1[c1][pi0[c0]]])
-                        for c0 in range(nc) for c1 in range(nc))
-            best = max(best, value / (nc * nc))
-    return best
-
-
 def exact_belief(cf_actions: torch.Tensor, u0: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
     """The public belief over agent 0's card after it played u0 under the sampled partial policy:
     b(c) proportional to prior(c) * 1[cf_actions(c) == u0].

@@ -45,7 +45,7 @@ from ..hanabi.rng import hash32, hash_keys, uniform
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from .range_filter import CandidatePolicy
-from .samplers import SampledHands
+from .samplers import SampledHands, first_accepted
 from .step_filter import where_rows
 
 SAMPLES = 4_000
@@ -153,7 +153,7 @@ class BayesBelief:
         pseudo = den + self.shrink
         ratio = torch.where(pseudo > 0, (num + self.shrink * mean) / pseudo.clamp(min=1e-300), mean)
         ratio = torch.where(mean > 0, ratio, 1.0)
-        self.loglike[games] = self.loglike.index_select(0, games) + ratio.log()
+        self.loglike.index_add_(0, games, ratio.log())
 
     def _move_chance(self, view, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
         """[n] float64: the chance the partner makes its move under each hand: 0/1 greedy (within Q_TOL) at
@@ -179,7 +179,7 @@ class BayesBelief:
                 out = self._consistent(counts, self.allowed.double())
             else:
                 like = (self.loglike - self.loglike.amax(-1, keepdim=True).clamp(min=-1e300)).exp()
-                bayes = self._consistent(counts, self.allowed * like.nan_to_num(0.0))
+                bayes = self._consistent(counts, self.allowed * like)
                 out = _normalise((1 - self.mix) * bayes + self.mix * _normalise(grounded))
             self._cache[kind] = out
         return self._cache[kind]
@@ -218,9 +218,8 @@ class BayesBelief:
         """k hands for each of the games [G']: the first k of OVERSAMPLE * k draws that fit the counts."""
         m = k * OVERSAMPLE
         hands, valid = self._draw(m, keys, games)
-        first = torch.where(valid, torch.arange(m, device=valid.device), m).sort(1).values[:, :k]
-        ok = first < m
-        out = hands.gather(1, first.clamp(max=m - 1)[..., None].expand(-1, -1, hands.shape[2]))
+        first, ok = first_accepted(valid, k)
+        out = hands.gather(1, first[..., None].expand(-1, -1, hands.shape[2]))
         return SampledHands(torch.where(ok[..., None], out, -1), ok)
 
 

@@ -62,7 +62,7 @@ from ..infer import QNetHandle
 from ..models.qnet import select_rows
 from .config import SearchConfig
 from .range_filter import CandidatePolicy, PartnerView, blind
-from .samplers import SampledHands
+from .samplers import SampledHands, first_accepted
 from .step_filter import StepPolicy, StepView, where_rows
 
 MAX_ENUM = 1 << 24
@@ -195,9 +195,8 @@ class ExactRange:
         if m > k:
             ok = ok & self._accepted(row, large)
         # the first k accepted draws of each game, in draw order
-        first = torch.where(ok, torch.arange(m, device=dev), m).sort(1).values[:, :k]
-        valid = first < m
-        row = row.gather(1, first.clamp(max=m - 1))
+        first, valid = first_accepted(ok, k)
+        row = row.gather(1, first)
         hands = self.hands
         if hands.shape[0] == 0:  # nothing to draw from anywhere: a dummy row, masked below
             hands = hands.new_full((1, self.game.hand_size), -1)

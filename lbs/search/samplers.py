@@ -39,6 +39,14 @@ class SampledHands:
     valid: torch.Tensor  # [G, k] bool
 
 
+def first_accepted(ok: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(index [G, k] of the first k accepted draws of each game in draw order, clamped into range; found
+    [G, k]: whether that many were accepted) from ok [G, m] (samplers that draw m >= k and reject some)."""
+    m = ok.shape[1]
+    first = torch.where(ok, torch.arange(m, device=ok.device), m).sort(1).values[:, :k]
+    return first.clamp(max=m - 1), first < m
+
+
 class HandSampler(Protocol):
     """What the search needs from a source of candidate hands (G games in lockstep)."""
 

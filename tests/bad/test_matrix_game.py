@@ -17,9 +17,21 @@ from lbs.bad.matrix_game import (
     agent1_inputs,
     exact_belief,
     optimal_value,
-    optimal_value_enumerated,
     train,
 )
+
+
+def optimal_value_enumerated(payoff: torch.Tensor = PAYOFF) -> float:
+    """optimal_value by the literal enumeration of both agents' deterministic policies (a check)."""
+    nc, _, na, _ = payoff.shape
+    best = float("-inf")
+    for pi0 in itertools.product(range(na), repeat=nc):
+        for flat in itertools.product(range(na), repeat=nc * na):
+            pi1 = [flat[c1 * na:(c1 + 1) * na] for c1 in range(nc)]
+            value = sum(float(payoff[c0, c1, pi0[c0], pi1[c1][pi0[c0]]])
+                        for c0 in range(nc) for c1 in range(nc))
+            best = max(best, value / (nc * nc))
+    return best
 
 
 def brute_posterior(policy: torch.Tensor, prior: torch.Tensor) -> dict:
