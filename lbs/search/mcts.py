@@ -80,6 +80,8 @@ class MctsStats:
     """of them, where no proposal was accepted and the first that fits was used"""
     kept: int = 0
     """of them, where no proposal fit and the hand was left as it was"""
+    exits: int = 0
+    """RIS-MCTS: walks that left a re-determinized node by UCT (EXITNODE restored a hand)"""
     depth: list[int] = field(default_factory=list)
     """per game: the deepest node of its tree (the paper's decision depth is its mean)"""
 
@@ -317,6 +319,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             state = stepped.where(live, state)
             if ris:
                 state = restore(game, saved, state, enter & ~expand)
+                stats.exits += int((enter & ~expand).sum())
             new = size.clone()
             child[base + node, move] = torch.where(expand, new, kids.gather(1, move[:, None]).squeeze(1))
             size = size + expand.long()
