@@ -27,7 +27,7 @@ from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.models.qnet import select_rows
-from lbs.search.mcts import MCTS_MODES, Blueprint, MctsConfig, search
+from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, MctsConfig, search
 from lbs.seeding import Stream, game_seeds
 
 
@@ -47,7 +47,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         blueprint = None
         if bot is not None:
             rows = (live[:, None] * p + torch.arange(p, device=device)).reshape(-1)
-            blueprint = Blueprint(bot.step, select_rows(hid, rows))
+            blueprint = BlueprintPolicy(bot.step, select_rows(hid, rows))
         sync(device)
         t = time.perf_counter()
         res = search(game, root, cfg, keys, blueprint)

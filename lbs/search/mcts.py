@@ -88,6 +88,8 @@ class MctsStats:
 
 @dataclass
 class MctsResult:
+    """What one search call decided, and the root statistics it decided on (for tests and diagnostics)."""
+
     move: torch.Tensor  # [G] the move chosen (the root child with the highest mean score)
     visits: torch.Tensor  # [G, M] root children's visit counts
     value: torch.Tensor  # [G, M] float64 root children's summed scaled scores
@@ -201,8 +203,10 @@ def restore(game: GameConfig, saved: HanabiState, after: HanabiState, mask: torc
 
 # ---- the search -------------------------------------------------------------------------------------------
 @dataclass
-class Blueprint:
-    """A simulation policy that is a blueprint: its step and every seat's state before reading the root."""
+class BlueprintPolicy:
+    """A blueprint as the simulation policy (SmartBot's step, say): its step and every seat's recurrent
+    state [rows G * P] before reading the root's observation (as lbs.acting.play holds it), advanced along
+    each walk so the simulation starts from the state the blueprint would have there."""
 
     q_fn: QFunction
     hid: tuple
@@ -244,7 +248,7 @@ def random_legal(legal: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return (legal.long().cumsum(1) > nth[:, None]).long().argmax(1)
 
 
-def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, blueprint: Blueprint | None,
+def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, blueprint: BlueprintPolicy | None,
               hid: tuple | None) -> HanabiState:
     """Play every game to its end: uniformly random legal moves (random_legal with uniform(seeds, t) at the
     t-th simulated move, all drawn at once) or the blueprint's greedy moves."""
@@ -266,7 +270,7 @@ def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, bluepri
 
 @torch.no_grad()
 def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Tensor,
-           blueprint: Blueprint | None = None) -> MctsResult:
+           blueprint: BlueprintPolicy | None = None) -> MctsResult:
     """One search per game for its player to move; keys [G] int64 name each game's random numbers (use a
     fresh key per decision). root: the real games (none finished); the searcher's own cards and the deck
     order are never read: every iteration redraws them from what the searcher observes."""

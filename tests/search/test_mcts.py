@@ -19,7 +19,7 @@ from lbs.hanabi.config import DISCARD, PLAY
 from lbs.hanabi.rng import hash_keys, uniform
 from lbs.hanabi.state import HanabiState
 from lbs.search import mcts
-from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, REDRAW, ROLLOUT, Blueprint, MctsConfig
+from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, REDRAW, ROLLOUT, BlueprintPolicy, MctsConfig
 from lbs.seeding import Stream, game_seeds
 
 GAME2 = GameConfig(players=2, colors=2, ranks=3, hand_size=3, bomb_zero=False)
@@ -194,11 +194,11 @@ def test_the_same_keys_give_the_same_search_at_any_batch_size_with_a_blueprint_s
     cfg = MctsConfig(mode="ris-mcts", iterations=12)
     keys = torch.arange(5) + 11
     live = (~state.done).nonzero().squeeze(1)
-    whole = mcts.search(game, state, cfg, keys, Blueprint(bot.step, hid))
+    whole = mcts.search(game, state, cfg, keys, BlueprintPolicy(bot.step, hid))
     for g in live.tolist():
         rows = torch.arange(g * game.players, (g + 1) * game.players)
         one = mcts.search(game, state.index(torch.tensor([g])), cfg, keys[g:g + 1],
-                          Blueprint(bot.step, type(hid)(*(x.index_select(0, rows) for x in hid))))
+                          BlueprintPolicy(bot.step, type(hid)(*(x.index_select(0, rows) for x in hid))))
         assert torch.equal(one.visits[0], whole.visits[g]) and torch.equal(one.value[0], whole.value[g])
 
 
