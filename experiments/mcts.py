@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
     device = torch.device(args.device)
-    rows = []
+    rows, per_deal = [], []
     for mode, cfg in cfgs.items():
         r = play(game, cfg, args.games, args.seed, args.simulation, device)
         s = r["scores"]
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(f"| {mode} | {args.simulation} | {args.iterations} | {s.mean():.2f} ± {sem:.2f} | "
                     f"{r['bombed']}/{len(s)} | {r['seconds'] / r['moves']:.3f} | {r['depth']:.2f} | "
                     f"{r['inexact']}/{r['kept']} of {r['draws']} |")
+        per_deal.append(f"- {mode}: {' '.join(str(int(x)) for x in s.tolist())}")
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
 - machine: {machine()}
@@ -119,6 +120,10 @@ def main(argv: list[str] | None = None) -> None:
 | mode | simulation | iterations | score ± s.e.m. | lost every life | s per move | depth | not exact |
 |---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
+
+Scores per deal, in deal order (to pair runs on the same deals):
+
+{chr(10).join(per_deal)}
 """
     write_result(text, "mcts", args.record, args.out, out)
 
