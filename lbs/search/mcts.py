@@ -1,0 +1,346 @@
+"""MO-ISMCTS and RIS-MCTS (Goodman 2019), one tree per game, many games' searches in lockstep.
+
+The tree is open loop: a node is the history of move ids since the root, so a drawn card never branches
+and every player's decisions share one tree. Each iteration determinizes the searcher's (root player's)
+hand and the deck from what the searcher observes, walks down the tree by UCT over scores scaled to
+[0, 1] (moves illegal in this iteration's world are ignored), expands one untried legal move, plays the
+game out with the simulation policy (uniformly random moves, or a blueprint's step such as SmartBot's) and
+adds the final score to every node on the path. RIS-MCTS also re-determinizes the hand (and the deck) of
+every other player from that player's own information set when the walk enters its node (ENTERNODE), and
+restores the hand it had when the walk leaves (EXITNODE, see `restore`).
+
+Batched: trees are padded tensors per game (children indexed by move id, visit counts, value sums) and every
+phase of an iteration (determinization, selection, expansion, simulation, back-propagation) is tensor
+work over the games; Python loops run over iterations, tree depth and simulation steps only. Every random
+number is a hashed counter of (the game's search key, iteration, purpose, depth, ...) (lbs.hanabi.rng),
+so a plain per-game implementation reading the same counters makes the same moves (tests/search/test_mcts.py).
+
+Hands are drawn exactly from the information set's posterior under a uniform deck (hints as 0/1
+likelihoods, the counting weight of ExactRange), by rejection from a slot-by-slot proposal (`draw_hands`).
+Shapes: G games, N nodes per tree, M moves, H hand slots, T card ids, K candidate hands per draw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+import torch
+
+from ..acting import QFunction, env_moves, greedy, seat_q
+from ..belief.constraints import plausible_cards
+from ..hanabi import engine
+from ..hanabi.config import DISCARD, PLAY, GameConfig
+from ..hanabi.rng import hash_keys, uniform
+from ..hanabi.state import HanabiState
+from ..models.qnet import state_batch_dim
+
+MctsMode = Literal["mo-ismcts", "ris-mcts"]
+MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
+
+# what a hashed counter is for (its third component, after the game's key and the iteration)
+DRAW, ACCEPT, DECK, EXPAND, ROLLOUT, REDRAW = 1, 2, 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class MctsConfig:
+    """One MCTS search per move for the player to move; the paper's settings where it gives them."""
+
+    mode: MctsMode = "ris-mcts"
+    """"mo-ismcts": determinize the searcher's hand once per iteration; "ris-mcts": also re-determinize
+    each other player's hand from its own information set when the walk enters its node"""
+    iterations: int = 100
+    """iterations per move (the paper budgets time; an iteration count makes runs repeatable)"""
+    exploration: float = 0.1
+    """UCT's C over scores scaled to [0, 1] (the paper's best for both modes, from 0.01 .. 3)"""
+    candidates: int = 32
+    """hands proposed per determinization; the first the rejection step accepts is used (acceptance is
+    high: see draw_hands). None accepted: the first proposal that fits, else the hand is left as it is
+    (counted in MctsStats.kept: then the draw is not exact)"""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MCTS_MODES:
+            raise ValueError(f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
+        for name in ("iterations", "candidates"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"MctsConfig.{name}={v!r}: must be an int >= 1")
+        if not 0 <= self.exploration < math.inf:
+            raise ValueError(f"MctsConfig.exploration={self.exploration}: must be finite and >= 0")
+
+
+@dataclass
+class MctsStats:
+    """Counters of one search call, summed over its games (host ints, read once at the end)."""
+
+    draws: int = 0
+    """determinizations made (root and re-determinizations)"""
+    inexact: int = 0
+    """of them, where no proposal was accepted and the first that fits was used"""
+    kept: int = 0
+    """of them, where no proposal fit and the hand was left as it was"""
+    exits: int = 0
+    """RIS-MCTS: walks that left a re-determinized node by UCT (EXITNODE restored a hand)"""
+    depth: list[int] = field(default_factory=list)
+    """per game: the deepest node of its tree (the paper's decision depth is its mean)"""
+
+
+@dataclass
+class MctsResult:
+    """What one search call decided, and the root statistics it decided on (for tests and diagnostics)."""
+
+    move: torch.Tensor  # [G] the move chosen (the root child with the highest mean score)
+    visits: torch.Tensor  # [G, M] root children's visit counts
+    value: torch.Tensor  # [G, M] float64 root children's summed scaled scores
+    stats: MctsStats
+
+
+# ---- determinization --------------------------------------------------------------------------------------
+def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor,
+               k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A hand [G, H] for `player` [G] drawn from what that player observes: its card knowledge (hints), its
+    hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G]).
+
+    Target: P(hand) proportional to the ways of dealing it from the unseen copies, prod over slots of the
+    copies left (a uniform deck conditioned on the hints). Proposal: slot by slot, a card with weight
+    allowed x copies left; its probability is prod copies_left / prod Z_s (Z_s: that slot's total weight).
+    Accepting with probability prod Z_s / prod Zmax_s (Zmax_s: the slot's total weight before any slot took a
+    card) makes the accepted hands exact draws from the target. Random numbers: uniform(keys, DRAW, cand,
+    slot) and uniform(keys, ACCEPT, cand), keys [G]. The player's own cards are never read.
+    """
+    g, h, t = state.batch_size, game.hand_size, game.card_types
+    dev = state.device
+    rows = torch.arange(g, device=dev)
+    unseen = engine.unseen_counts(game, state, player)  # [G, T]
+    allowed = plausible_cards(game, state.color_plausible[rows, player], state.rank_plausible[rows, player])
+    held = state.hands[rows, player] >= 0  # [G, H] the hand's length is public
+    cand, slot_ids = torch.arange(k, device=dev), torch.arange(h, device=dev)
+    u = uniform(keys[:, None, None], DRAW, cand[None, :, None], slot_ids[None, None, :])  # [G, K, H]
+    left = unseen[:, None, :].expand(g, k, t).clone()  # [G, K, T]
+    hands = torch.full((g, k, h), -1, dtype=torch.long, device=dev)
+    prod_z = torch.ones(g, k, dtype=torch.long, device=dev)
+    prod_max = torch.ones(g, k, dtype=torch.long, device=dev)
+    fits = torch.ones(g, k, dtype=torch.bool, device=dev)
+    for s in range(h):
+        on = held[:, s, None]  # [G, 1]
+        w = allowed[:, None, s, :] * left  # [G, K, T]
+        z = w.sum(-1)  # [G, K]
+        zmax = (allowed[:, s, :] * unseen).sum(-1)[:, None]  # [G, 1]
+        thr = torch.floor(u[:, :, s] * z.double()).long()
+        pick = (w.cumsum(-1) > thr[..., None]).long().argmax(-1)  # [G, K]
+        ok = z > 0
+        fits &= ~on | ok
+        take = on & ok
+        hands[:, :, s] = torch.where(take, pick, -1)
+        left -= torch.nn.functional.one_hot(pick, t) * take[..., None]
+        prod_z = torch.where(on, prod_z * z, prod_z)
+        prod_max = torch.where(on, prod_max * zmax, prod_max)
+    coin = uniform(keys[:, None], ACCEPT, cand[None, :])  # [G, K]
+    accept = fits & (torch.floor(coin * prod_max.double()).long() < prod_z)
+    first_acc = torch.where(accept, cand, k).min(1).values  # [G]
+    first_fit = torch.where(fits, cand, k).min(1).values
+    pick = torch.where(first_acc < k, first_acc, first_fit).clamp(max=k - 1)
+    out = hands[rows, pick]
+    return out, first_acc < k, first_fit < k
+
+
+def determinize(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor, k: int,
+                mask: torch.Tensor, stats: MctsStats | None = None) -> HanabiState:
+    """`state` with `player`'s [G] hand and the deck redrawn from that player's information set in the rows
+    of mask [G] (engine.set_hand: the undealt cards are the unseen copies minus the hand, reshuffled with
+    hash_keys(keys, DECK)). A row where no proposal fits keeps its hand and deck."""
+    hands, accepted, fits = draw_hands(game, state, player, keys, k)
+    drawn = engine.set_hand(game, state, player, hands, hash_keys(keys, DECK))
+    if stats is not None:
+        stats.draws += int(mask.sum())
+        stats.inexact += int((mask & fits & ~accepted).sum())
+        stats.kept += int((mask & ~fits).sum())
+    return drawn.where(mask & fits, state)
+
+
+def restore(game: GameConfig, saved: HanabiState, after: HanabiState, mask: torch.Tensor) -> HanabiState:
+    """EXITNODE: in rows of mask [G], the mover of `saved` (the world before its hand was re-determinized)
+    gets that hand back in `after` (the world after its move on the re-determinized hand), so far as it can.
+
+    A hint: hand and deck are exactly the saved ones. A play or discard of slot s: the saved hand without
+    slot s, the card the saved deck would have drawn appended, the saved deck; the card really played or
+    discarded (X, public now) and the saved card of slot s (Y) then differ in number by one copy each, so
+    one copy of X left in the world (the undealt deck first, else the mover's hand, where it must be: X came
+    from those cards) becomes Y, and every card's copies add up again. That slot's hints may not allow Y
+    (the paper's 'incompatible cards'; its root player knows this world is not the real one)."""
+    p, h, n = game.players, game.hand_size, game.num_cards
+    g, dev = saved.batch_size, saved.device
+    rows = torch.arange(g, device=dev)
+    mover = saved.cur_player
+    kind = engine.tables(game, dev).move_info[after.last_move.clamp(min=0), 0]
+    pd = mask & ((kind == DISCARD) | (kind == PLAY))
+    slot = engine.tables(game, dev).move_info[after.last_move.clamp(min=0), 1].clamp(min=0)
+    old = saved.hands[rows, mover]  # [G, H]
+    j = torch.arange(h, device=dev)
+    src = j + (j >= slot[:, None]).long()  # [G, H] later slots move left
+    shifted = torch.where(src < h, old.gather(1, src.clamp(max=h - 1)), -1)
+    n_left = (old >= 0).sum(1) - 1
+    drew = saved.deck_pos < n
+    new_card = saved.deck.gather(1, saved.deck_pos.clamp(max=n - 1)[:, None]).squeeze(1)
+    shifted = torch.where((j == n_left[:, None]) & drew[:, None], new_card[:, None], shifted)
+    hand = torch.where(pd[:, None], shifted, old)
+    deck = saved.deck.clone()
+    x, y = after.last_card, old.gather(1, slot[:, None]).squeeze(1)
+    fix = pd & (x != y)
+    pos = torch.arange(n, device=dev)
+    in_deck = (deck == x[:, None]) & (pos >= after.deck_pos[:, None])  # [G, N]
+    d_at = torch.where(in_deck, pos, n).min(1).values
+    use_deck = fix & (d_at < n)
+    deck[rows, d_at.clamp(max=n - 1)] = torch.where(use_deck, y, deck[rows, d_at.clamp(max=n - 1)])
+    h_at = torch.where(hand == x[:, None], j, h).min(1).values
+    use_hand = fix & ~use_deck & (h_at < h)
+    hand[rows, h_at.clamp(max=h - 1)] = torch.where(use_hand, y, hand[rows, h_at.clamp(max=h - 1)])
+    pmask = (torch.arange(p, device=dev)[None, :] == mover[:, None])[:, :, None] & mask[:, None, None]
+    return after.replace(hands=torch.where(pmask, hand[:, None, :], after.hands),
+                         deck=torch.where(mask[:, None], deck, after.deck))
+
+
+# ---- the search -------------------------------------------------------------------------------------------
+@dataclass
+class BlueprintPolicy:
+    """A blueprint as the simulation policy (SmartBot's step, say): its step and every seat's recurrent
+    state [rows G * P] before reading the root's observation (as lbs.acting.play holds it), advanced along
+    each walk so the simulation starts from the state the blueprint would have there."""
+
+    q_fn: QFunction
+    hid: tuple
+
+
+def _where_hid(mask: torch.Tensor, new: tuple, old: tuple, players: int) -> tuple:
+    """Per game mask [G]: the recurrent state rows of `new` where true, of `old` elsewhere."""
+    d = state_batch_dim(new)
+    rows = mask.repeat_interleave(players)
+
+    def pick(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        shape = [1] * a.dim()
+        shape[d] = -1
+        return torch.where(rows.view(shape), a, b)
+
+    return type(new)(*(pick(a, b) for a, b in zip(new, old, strict=True)))
+
+
+def uct_move(value: torch.Tensor, visits: torch.Tensor, parent: torch.Tensor, allowed: torch.Tensor,
+             c: float) -> torch.Tensor:
+    """[G] argmax over allowed [G, M] children of mean + c sqrt(ln N / n) (float64; ties: lowest id)."""
+    n = visits.clamp(min=1).double()
+    score = value / n + c * torch.sqrt(torch.log(parent.double())[:, None] / n)
+    return torch.where(allowed, score, -math.inf).argmax(1)
+
+
+def best_root_move(value: torch.Tensor, visits: torch.Tensor) -> torch.Tensor:
+    """[G] the root child with the highest mean score (the paper's choice); ties: more visits, lower id."""
+    tried = visits > 0
+    mean = torch.where(tried, value / visits.clamp(min=1), -math.inf)
+    top = tried & (mean == mean.max(1, keepdim=True).values)
+    most = torch.where(top, visits, -1)
+    return most.argmax(1)
+
+
+def random_legal(legal: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """[G] the floor(u * L)-th of the L legal moves of each row (legal [G, M], u [G] in [0, 1)): uniform."""
+    nth = torch.floor(u * legal.sum(1).double()).long()
+    return (legal.long().cumsum(1) > nth[:, None]).long().argmax(1)
+
+
+def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, blueprint: BlueprintPolicy | None,
+              hid: tuple | None) -> HanabiState:
+    """Play every game to its end: uniformly random legal moves (random_legal with uniform(seeds, t) at the
+    t-th simulated move, all drawn at once) or the blueprint's greedy moves."""
+    horizon = int(engine.moves_left_bound(game, state).max())
+    u = uniform(seeds[:, None], torch.arange(horizon, device=state.device))  # [G, horizon]
+    for t in range(horizon):
+        if bool(state.done.all()):
+            break
+        if blueprint is None:
+            moves = random_legal(engine.legal_moves(game, state), u[:, t])
+        else:
+            _, legal, q, hid = seat_q(game, state, blueprint.q_fn, hid)
+            g = state.batch_size
+            act = greedy(q, legal.reshape(g * game.players, -1)).reshape(g, game.players)
+            moves = env_moves(game, state, act)
+        state, _, _ = engine.step(game, state, moves)
+    return state
+
+
+@torch.no_grad()
+def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Tensor,
+           blueprint: BlueprintPolicy | None = None) -> MctsResult:
+    """One search per game for its player to move; keys [G] int64 name each game's random numbers (use a
+    fresh key per decision). root: the real games (none finished); the searcher's own cards and the deck
+    order are never read: every iteration redraws them from what the searcher observes."""
+    g, m, dev = root.batch_size, game.num_moves, root.device
+    cap = cfg.iterations + 1  # one node per iteration at most, plus the root
+    child = torch.full((g * cap, m), -1, dtype=torch.long, device=dev)
+    visits = torch.zeros(g * cap, dtype=torch.long, device=dev)
+    value = torch.zeros(g * cap, dtype=torch.float64, device=dev)
+    size = torch.ones(g, dtype=torch.long, device=dev)
+    base = torch.arange(g, device=dev) * cap  # a game's node i is row base + i
+    searcher = root.cur_player
+    ris = cfg.mode == "ris-mcts"
+    move_ids = torch.arange(m, device=dev)
+    stats = MctsStats()
+    deepest = torch.zeros(g, dtype=torch.long, device=dev)
+    everyone = torch.ones(g, dtype=torch.bool, device=dev)
+    for it in range(cfg.iterations):
+        state = determinize(game, root, searcher, hash_keys(keys, it, REDRAW, 0), cfg.candidates, everyone,
+                            stats)
+        hid = blueprint.hid if blueprint is not None else None
+        node = torch.zeros(g, dtype=torch.long, device=dev)
+        path = [node]
+        live = torch.ones(g, dtype=torch.bool, device=dev)
+        depth = 0
+        while True:
+            live = live & ~state.done
+            if not bool(live.any()):
+                break
+            depth += 1
+            mover = state.cur_player
+            saved = state
+            if ris:
+                enter = live & (mover != searcher)
+                state = determinize(game, state, mover, hash_keys(keys, it, REDRAW, depth), cfg.candidates,
+                                    enter, stats)
+            if blueprint is not None:  # every seat reads the state its mover decides in
+                _, _, _, seen = seat_q(game, state, blueprint.q_fn, hid)
+                hid = _where_hid(live, seen, hid, game.players)
+            legal = engine.legal_moves(game, state)
+            kids = child.index_select(0, base + node)  # [G, M]
+            untried = legal & (kids < 0)
+            expand = live & untried.any(1)
+            expand_keys = hash_keys(keys[:, None], it, EXPAND, depth, move_ids)
+            fresh = torch.where(untried, expand_keys, -1).argmax(1)
+            kid_rows = base[:, None] + kids.clamp(min=0)
+            chosen = uct_move(value[kid_rows], visits[kid_rows], visits[base + node], legal & (kids >= 0),
+                              cfg.exploration)
+            move = torch.where(expand, fresh, chosen)
+            stepped, _, _ = engine.step(game, state, move)
+            state = stepped.where(live, state)
+            if ris:
+                state = restore(game, saved, state, enter & ~expand)
+                stats.exits += int((enter & ~expand).sum())
+            new = size.clone()
+            child[base + node, move] = torch.where(expand, new, kids.gather(1, move[:, None]).squeeze(1))
+            size = size + expand.long()
+            nxt = torch.where(expand, new, kids.gather(1, move[:, None]).squeeze(1))
+            node = torch.where(live, nxt, node)
+            path.append(torch.where(live, nxt, -1))
+            deepest = torch.where(live, torch.maximum(deepest, torch.full_like(deepest, depth)), deepest)
+            live = live & ~expand
+        final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid)
+        score = final.fireworks.sum(1).double() / game.max_score  # points kept on the last life (the paper)
+        on = torch.stack(path, 1)  # [G, depth + 1]
+        rows = (base[:, None] + on.clamp(min=0)).flatten()  # a path's padding adds 0 to its root
+        visits.index_add_(0, rows, (on >= 0).long().flatten())
+        value.index_add_(0, rows, (score[:, None] * (on >= 0)).flatten())
+    kids = child.index_select(0, base)  # root children [G, M]
+    kid_rows = base[:, None] + kids.clamp(min=0)
+    v = torch.where(kids >= 0, visits[kid_rows], 0)
+    w = torch.where(kids >= 0, value[kid_rows], 0.0)
+    stats.depth = deepest.tolist()
+    return MctsResult(best_root_move(w, v), v, w, stats)

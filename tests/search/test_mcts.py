@@ -1,0 +1,333 @@
+"""MO-ISMCTS and RIS-MCTS: the batched trees equal a plain per-game reference move for move, determinizations
+draw exactly the information set's posterior and never read the hidden cards, and EXITNODE keeps every card's
+copies."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from lbs.acting import play
+from lbs.belief import constraints
+from lbs.belief.sampling import valid_hands
+from lbs.bots import SmartBot
+from lbs.hanabi import GameConfig, encode, engine
+from lbs.hanabi.config import DISCARD, PLAY
+from lbs.hanabi.rng import hash_keys, uniform
+from lbs.hanabi.state import HanabiState
+from lbs.search import mcts
+from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, REDRAW, ROLLOUT, BlueprintPolicy, MctsConfig
+from lbs.seeding import Stream, game_seeds
+
+GAME2 = GameConfig(players=2, colors=2, ranks=3, hand_size=3, bomb_zero=False)
+GAME3 = GameConfig(players=3, colors=2, ranks=3, hand_size=2, bomb_zero=False)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def roots(game: GameConfig, games: int, steps: int, seed: int = 0) -> HanabiState:
+    """Games after `steps` random moves (some may be over)."""
+    state = engine.reset(game, game_seeds(Stream.EVAL, seed, games))
+    for t in range(steps):
+        moves = mcts.random_legal(engine.legal_moves(game, state), uniform(torch.arange(games), seed, t))
+        state, _, _ = engine.step(game, state, moves)
+    return state
+
+
+# ---- a plain per-game reference: Python lists and dicts, one game at a time -------------------------------
+def _h(*parts) -> int:
+    return int(hash_keys(*[torch.tensor(p) for p in parts]))
+
+
+def _u(*parts) -> float:
+    return float(uniform(*[torch.tensor(p) for p in parts]))
+
+
+def ref_draw(game: GameConfig, s: HanabiState, player: int, key: int, k: int) -> list[int] | None:
+    """The rejection draw of mcts.draw_hands, written out for one game."""
+    t, r = game.card_types, game.ranks
+    unseen = engine.unseen_counts(game, s, torch.tensor([player]))[0].tolist()
+    cp, rp = s.color_plausible[0, player].tolist(), s.rank_plausible[0, player].tolist()
+    held = [c >= 0 for c in s.hands[0, player].tolist()]
+    first_fit = None
+    for cand in range(k):
+        left, hand, pz, pm, fits = list(unseen), [-1] * game.hand_size, 1, 1, True
+        for slot in range(game.hand_size):
+            if not held[slot]:
+                continue
+            allowed = [cp[slot][c // r] and rp[slot][c % r] for c in range(t)]
+            w = [left[c] if allowed[c] else 0 for c in range(t)]
+            z, zmax = sum(w), sum(unseen[c] for c in range(t) if allowed[c])
+            pz, pm = pz * z, pm * zmax
+            if z == 0:
+                fits = False
+                continue
+            thr, acc = math.floor(_u(key, DRAW, cand, slot) * z), 0
+            for c in range(t):
+                acc += w[c]
+                if acc > thr:
+                    hand[slot] = c
+                    left[c] -= 1
+                    break
+        if fits and math.floor(_u(key, ACCEPT, cand) * pm) < pz:
+            return hand
+        if fits and first_fit is None:
+            first_fit = hand
+    return first_fit
+
+
+def ref_determinize(game: GameConfig, s: HanabiState, player: int, key: int, k: int) -> HanabiState:
+    hand = ref_draw(game, s, player, key, k)
+    if hand is None:
+        return s
+    seed = torch.tensor([_h(key, DECK)])
+    return engine.set_hand(game, s, torch.tensor([player]), torch.tensor([hand]), seed)
+
+
+def ref_restore(game: GameConfig, saved: HanabiState, after: HanabiState) -> HanabiState:
+    """EXITNODE for one game, with lists."""
+    n, h = game.num_cards, game.hand_size
+    mover = int(saved.cur_player[0])
+    hand, deck = saved.hands[0, mover].tolist(), saved.deck[0].tolist()
+    kind, slot = game.move_table[int(after.last_move[0])][:2]
+    if kind in (DISCARD, PLAY):
+        x, y = int(after.last_card[0]), hand[slot]
+        kept = [c for c in hand if c >= 0]
+        del kept[slot]
+        if int(saved.deck_pos[0]) < n:
+            kept.append(deck[int(saved.deck_pos[0])])
+        hand = kept + [-1] * (h - len(kept))
+        if x != y:
+            at = [j for j in range(int(after.deck_pos[0]), n) if deck[j] == x]
+            if at:
+                deck[at[0]] = y
+            else:
+                hand[hand.index(x)] = y
+    hands = after.hands.clone()
+    hands[0, mover] = torch.tensor(hand)
+    return after.replace(hands=hands, deck=torch.tensor([deck]))
+
+
+def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig,
+               key: int) -> tuple[list[int], list[float]]:
+    """(visits, value sums) of the root's children, by the paper's loop over one game's dict tree."""
+    searcher, m = int(root.cur_player[0]), game.num_moves
+    children: list[dict[int, int]] = [{}]
+    visits, value = [0], [0.0]
+    for it in range(cfg.iterations):
+        s = ref_determinize(game, root, searcher, _h(key, it, REDRAW, 0), cfg.candidates)
+        node, path, depth = 0, [0], 0
+        while not bool(s.done[0]):
+            depth += 1
+            saved, mover = s, int(s.cur_player[0])
+            enter = cfg.mode == "ris-mcts" and mover != searcher
+            if enter:
+                s = ref_determinize(game, s, mover, _h(key, it, REDRAW, depth), cfg.candidates)
+            legal = engine.legal_moves(game, s)[0].nonzero().flatten().tolist()
+            untried = [a for a in legal if a not in children[node]]
+            if untried:
+                move = max(untried, key=lambda a, d=depth, i=it: _h(key, i, EXPAND, d, a))
+            else:
+                big_n, best, move = visits[node], -math.inf, -1
+                for a in legal:
+                    c = children[node][a]
+                    score = value[c] / visits[c] + cfg.exploration * math.sqrt(math.log(big_n) / visits[c])
+                    if score > best:
+                        best, move = score, a
+            s, _, _ = engine.step(game, s, torch.tensor([move]))
+            if enter and not untried:
+                s = ref_restore(game, saved, s)
+            if untried:
+                children.append({})
+                visits.append(0)
+                value.append(0.0)
+                children[node][move] = len(children) - 1
+                path.append(len(children) - 1)
+                break
+            node = children[node][move]
+            path.append(node)
+        seed, t = _h(key, it, ROLLOUT), 0
+        while not bool(s.done[0]):
+            legal = engine.legal_moves(game, s)[0].nonzero().flatten().tolist()
+            move = legal[math.floor(_u(seed, t) * len(legal))]
+            s, _, _ = engine.step(game, s, torch.tensor([move]))
+            t += 1
+        score = int(s.fireworks.sum()) / game.max_score
+        for nd in path:
+            visits[nd] += 1
+            value[nd] += score
+    kids = children[0]
+    return [visits[kids[a]] if a in kids else 0 for a in range(m)], [value[kids[a]] if a in kids else 0.0
+                                                                       for a in range(m)]
+
+
+# ---- the tests --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+@pytest.mark.parametrize("mode", ["mo-ismcts", "ris-mcts"])
+def test_batched_trees_equal_the_per_game_reference(game, mode):
+    cfg = MctsConfig(mode=mode, iterations=30, candidates=8)
+    state = roots(game, 7, 5, seed=1)
+    live = (~state.done).nonzero().squeeze(1)
+    state = state.index(live)
+    keys = torch.arange(state.batch_size) * 7 + 3
+    res = mcts.search(game, state, cfg, keys)
+    assert res.stats.kept == 0
+    assert (res.stats.exits > 0) == (mode == "ris-mcts")  # walks left re-determinized nodes (EXITNODE ran)
+    for g in range(state.batch_size):
+        v, w = ref_search(game, state.index(torch.tensor([g])), cfg, int(keys[g]))
+        assert res.visits[g].tolist() == v
+        assert torch.allclose(res.value[g], torch.tensor(w, dtype=torch.float64), rtol=0, atol=1e-12)
+        tried = [a for a in range(game.num_moves) if v[a]]
+        best = max(tried, key=lambda a: (w[a] / v[a], v[a], -a))
+        assert int(res.move[g]) == best
+    assert res.visits.sum(1).eq(cfg.iterations).all()
+    assert max(res.stats.depth) >= 2  # the trees grew below the root's children
+
+
+def test_the_same_keys_give_the_same_search_at_any_batch_size_with_a_blueprint_simulation():
+    game = GAME3
+    bot = SmartBot(game)
+    state = engine.reset(game, game_seeds(Stream.EVAL, 4, 5))
+    state, hid = play(game, state, bot.step, bot.initial_state(5 * game.players), 3)
+    cfg = MctsConfig(mode="ris-mcts", iterations=12)
+    keys = torch.arange(5) + 11
+    live = (~state.done).nonzero().squeeze(1)
+    whole = mcts.search(game, state, cfg, keys, BlueprintPolicy(bot.step, hid))
+    for g in live.tolist():
+        rows = torch.arange(g * game.players, (g + 1) * game.players)
+        one = mcts.search(game, state.index(torch.tensor([g])), cfg, keys[g:g + 1],
+                          BlueprintPolicy(bot.step, type(hid)(*(x.index_select(0, rows) for x in hid))))
+        assert torch.equal(one.visits[0], whole.visits[g]) and torch.equal(one.value[0], whole.value[g])
+
+
+def _valid(game: GameConfig, state: HanabiState, player: torch.Tensor, hands: torch.Tensor) -> torch.Tensor:
+    cons = constraints.from_state(game, state, player)
+    return valid_hands(game, hands[:, None], cons.unseen, cons.color_plausible, cons.rank_plausible,
+                       cons.hand_len)[:, 0]
+
+
+def _posterior(game: GameConfig, one: HanabiState, player: int) -> dict[tuple, int]:
+    """Every hand the player's hints and counts allow in one game, with its counting weight."""
+    cons = constraints.from_state(game, one, player)
+    length = int(cons.hand_len[0])
+    exact = {}
+    for combo in itertools.product(range(game.card_types), repeat=length):
+        hand = torch.tensor(list(combo) + [-1] * (game.hand_size - length))
+        if _valid(game, one, torch.tensor([player]), hand[None])[0]:
+            left, w = cons.unseen[0].tolist(), 1
+            for c in combo:
+                w, left[c] = w * left[c], left[c] - 1
+            exact[tuple(hand.tolist())] = w
+    return exact
+
+
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game):
+    state = roots(game, 40, 6, seed=2)
+    for player in range(game.players):
+        who = torch.full((40,), player)
+        hands, accepted, fits = mcts.draw_hands(game, state, who, torch.arange(40) + 100 * player, 8)
+        assert fits.all() and accepted.float().mean() > 0.5
+        assert _valid(game, state, who, hands).all()
+    # one game, many draws: frequencies match the counting weights of every hand the hints allow
+    early, player, n = roots(game, 20, 3, seed=2), 1, 20_000
+    known = early.color_plausible[:, player].all((1, 2)) & early.rank_plausible[:, player].all((1, 2))
+    hinted = (~early.done & ~known).nonzero().squeeze(1).tolist()
+    games = [early.index(torch.tensor([g])) for g in hinted]
+    one, exact = max(((s, _posterior(game, s, player)) for s in games), key=lambda x: len(x[1]))
+    who = torch.full((n,), player)
+    hands, accepted, _ = mcts.draw_hands(game, one.replicate(n), who, torch.arange(n), 16)
+    assert accepted.all()
+    total = sum(exact.values())
+    seen: dict[tuple, int] = {}
+    for row in hands.tolist():
+        seen[tuple(row)] = seen.get(tuple(row), 0) + 1
+    assert set(seen) <= set(exact) and len(exact) > 3
+    for hand, w in exact.items():
+        p = w / total
+        assert abs(seen.get(hand, 0) / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9
+
+
+def _swap_hidden(game: GameConfig, state: HanabiState, player: torch.Tensor, key: int) -> HanabiState:
+    """The same games with `player` holding another hand that fits everything it observed (and a reshuffled
+    deck): what it sees is unchanged, its hidden cards are not."""
+    hands, _, fits = mcts.draw_hands(game, state, player, torch.arange(state.batch_size) + key, 16)
+    assert fits.all()
+    return engine.set_hand(game, state, player, hands, torch.arange(state.batch_size) + key)
+
+
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+def test_a_redeterminization_never_reads_the_hidden_cards_it_replaces(game):
+    state = roots(game, 30, 7, seed=3)
+    changed = 0
+    for player in range(game.players):
+        who = torch.full((30,), player)
+        other = _swap_hidden(game, state, who, 500 + player)
+        seat = who[:, None]
+        assert torch.equal(encode(game, state, seat), encode(game, other, seat))
+        changed += int((other.hands[:, player] != state.hands[:, player]).any(1).sum())
+        a = mcts.determinize(game, state, who, torch.arange(30), 8, torch.ones(30, dtype=torch.bool))
+        b = mcts.determinize(game, other, who, torch.arange(30), 8, torch.ones(30, dtype=torch.bool))
+        assert torch.equal(a.hands, b.hands) and torch.equal(a.deck, b.deck)
+        assert _valid(game, a, who, a.hands[:, player]).all()
+    assert changed > 20
+
+
+@pytest.mark.parametrize("mode", ["mo-ismcts", "ris-mcts"])
+def test_no_peeking_the_search_ignores_the_searchers_true_hand_and_the_deck(mode):
+    game = GAME3
+    state = roots(game, 16, 6, seed=4)
+    state = state.index((~state.done).nonzero().squeeze(1))
+    other = _swap_hidden(game, state, state.cur_player, 900)
+    assert int((other.hands != state.hands).any(2).any(1).sum()) > 5
+    cfg = MctsConfig(mode=mode, iterations=30)
+    keys = torch.arange(state.batch_size)
+    a, b = mcts.search(game, state, cfg, keys), mcts.search(game, other, cfg, keys)
+    assert torch.equal(a.visits, b.visits) and torch.equal(a.value, b.value) and torch.equal(a.move, b.move)
+
+
+def _cards_in_play(game: GameConfig, s: HanabiState) -> torch.Tensor:
+    """[B, T] copies in hands, in the undealt deck, discarded or on the fireworks."""
+    t = game.card_types
+    undealt = torch.where(torch.arange(game.num_cards) >= s.deck_pos[:, None], s.deck, -1)
+    played = (torch.arange(game.ranks) < s.fireworks[:, :, None]).reshape(s.batch_size, -1).long()
+    return (engine.card_histogram(s.hands.reshape(s.batch_size, -1), t) + engine.card_histogram(undealt, t)
+            + s.discards + played)
+
+
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+def test_exitnode_restores_the_hand_and_keeps_every_cards_copies(game):
+    state = roots(game, 60, 4, seed=5)
+    state = state.index((~state.done).nonzero().squeeze(1))
+    b = state.batch_size
+    mover, everyone = state.cur_player, torch.ones(b, dtype=torch.bool)
+    counts = torch.tensor(game.card_counts).expand(b, -1)
+    redrawn = mcts.determinize(game, state, mover, torch.arange(b) + 7, 8, everyone)
+    moves = mcts.random_legal(engine.legal_moves(game, redrawn), uniform(torch.arange(b), 77))
+    after, _, _ = engine.step(game, redrawn, moves)
+    back = mcts.restore(game, state, after, everyone)
+    assert torch.equal(_cards_in_play(game, back), counts)
+    kind = engine.tables(game, state.device).move_info[moves, 0]
+    hint = (kind != DISCARD) & (kind != PLAY)
+    assert hint.any() and (~hint).any()
+    assert torch.equal(back.hands[hint], state.hands[hint])
+    assert torch.equal(back.deck[hint], state.deck[hint])
+    for g in range(b):
+        one = ref_restore(game, state.index(torch.tensor([g])), after.index(torch.tensor([g])))
+        assert torch.equal(one.hands[0], back.hands[g]) and torch.equal(one.deck[0], back.deck[g])
+    # a batch where only some rows exit leaves the others as they were
+    half = torch.arange(b) % 2 == 0
+    mixed = mcts.restore(game, state, after, half)
+    assert torch.equal(mixed.hands[~half], after.hands[~half])
+    assert torch.equal(mixed.hands[half], back.hands[half])
+
+
+def test_bad_settings_are_refused_naming_the_field():
+    with pytest.raises(ValueError, match="mode"):
+        MctsConfig(mode="ismcts")
+    with pytest.raises(ValueError, match="iterations"):
+        MctsConfig(iterations=0)
+    with pytest.raises(ValueError, match="exploration"):
+        MctsConfig(exploration=-1.0)
