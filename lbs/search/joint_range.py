@@ -4,16 +4,16 @@ Updates", Algorithm 2) on a blueprint with an exact range (SmartBot, or a networ
 Common knowledge. With two players a seat's private observation is its partner's hand, and every policy in
 play (the blueprint, or the search, replayed) decides from the mover's view alone, so a move filters only the
 hand the mover sees. The common-knowledge belief over both hands is therefore two public ranges
-(`PublicRange`: ExactRange from the public card counts, the copies no one has seen, not those the seat
-cannot see), each filtered by its partner's moves, joined by the card counts: a pair of hands is possible iff each is in its
-seat's range and together they fit the copies no one has seen, with probability the ways to draw both. A
-searcher's belief given the partner's hand h it sees is its own public range's hands that fit beside h, each
+(`PublicRange`: ExactRange from the public card counts, the copies no one has seen, not those the seat cannot
+see), each filtered by its partner's moves, joined by the card counts: a pair of hands is possible iff each is
+in its seat's range and together they fit the copies no one has seen, with probability the ways to draw both.
+A searcher's belief given the partner's hand h it sees is its own public range's hands that fit beside h, each
 weighed by the ways to draw it from the unseen copies minus h: exactly SPARTA's private range (ExactRange).
 
 Schedule (the paper's t*): every game keeps a queue of searched moves whose range-search has not run. A seat
 searches when the queue is empty or holds its own moves; otherwise it plays the blueprint, and its move
-filters its partner's range at once. After every move, the queue's front is range-searched once the range
-it needs (the searcher's partner's hands as they were at that move, still possible now: chi_{t*,t}) holds at most
+filters its partner's range at once. After every move, the queue's front is range-searched once the range it
+needs (the searcher's partner's hands as they were at that move, still possible now: chi_{t*,t}) holds at most
 `max_range_joint` hands: the search at that move is replayed for every such hand h, batched (a hypothesis is
 one more row of the search's game batch: its root with the partner holding h, the seats' states re-read on it,
 the blueprint's move there, hands drawn from the searcher's range beside h), and the hands under which the
