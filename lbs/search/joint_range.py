@@ -358,6 +358,8 @@ class JointSearch:
         searcher = self.searchers[mover]
         searcher.sampler = sampler
         reads = reading_moves(self.game, self.handle, state, hid)
+        if self.cfg.max_range_joint == 0:  # nothing is replayed: the partner's range is never read
+            reads = torch.zeros_like(reads)
         dec = searcher.decide(state, where, hid, blueprint, t, self.ids, allowed=_allowed(reads, blueprint))
         self.decisions.append((t, dec))
         moves = blueprint.index_copy(0, where, dec.move)
