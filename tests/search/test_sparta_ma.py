@@ -282,7 +282,8 @@ def test_ranges_and_every_searched_move_equal_a_per_hand_reference(monkeypatch) 
 @pytest.mark.parametrize("seat", [0, 1])
 def test_no_peeking_for_either_seat(seat: int, monkeypatch) -> None:
     """Swap a searcher's hand, at one of its late searched turns, for another hand its range allows (the same
-    history seen): replaying the game gives the same moves and decisions up to and including that turn."""
+    history seen): replaying the game gives the same moves up to and including that turn, and the same
+    decisions of that seat (its searches and the range-searches of them that ran by then)."""
     net, n = SmartBot(GAME), 8
     cfg = config(80)
     beliefs: dict[int, object] = {}
@@ -331,11 +332,12 @@ def test_no_peeking_for_either_seat(seat: int, monkeypatch) -> None:
             continue
         assert second[g].record.deck != first[g].record.deck
         assert first[g].record.moves[: stop + 1] == second[g].record.moves[: stop + 1], f"game {g}"
-        assert until(first[g].decisions, stop) == until(second[g].decisions, stop), f"game {g}"
+        assert until(first[g].decisions, stop, seat) == until(second[g].decisions, stop, seat), f"game {g}"
 
 
-def until(decisions: list[dict], stop: int) -> list[dict]:
-    """The decisions up to move `stop` as known then (a range-search that ran later is left out)."""
+def until(decisions: list[dict], stop: int, seat: int) -> list[dict]:
+    """`seat`'s decisions up to move `stop` as known before that move's outcome (a range-search that ran after
+    it is left out: a played card shows the swapped hand; the partner's decisions see it all along)."""
     later = ("range_hands", "range_rollouts", "replayed_at")
-    return [{k: v for k, v in d.items() if d.get("replayed_at", -1) <= stop or k not in later}
-            for d in decisions if d["step"] <= stop]
+    return [{k: v for k, v in d.items() if d.get("replayed_at", -1) < stop or k not in later}
+            for d in decisions if d["step"] <= stop and d["seat"] == seat]
