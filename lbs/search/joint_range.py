@@ -269,14 +269,28 @@ class Pending:
                                                    self.kept - 1, self.kept))
 
 
-def distinct_then(entry: Pending, rng: ExactRange) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(hands at the entry's step [N, H], run [N]: the index of each row's distinct hand, new [N] bool: the
-    row starts a run) over the partner's range `rng`, whose rows are sorted so equal hands are adjacent."""
-    then = entry.then(rng.hands, rng.game_of)
+def distinct_then(entry: Pending, hands: torch.Tensor, game_of: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hands at the entry's step [N, H], new [N] bool: the row starts a run of equal ones) of the partner's
+    range rows hands [N, H], game_of [N], sorted so that equal hands at the step are adjacent."""
+    then = entry.then(hands, game_of)
     new = torch.ones(then.shape[0], dtype=torch.bool, device=then.device)
     if then.shape[0] > 1:
-        new[1:] = (then[1:] != then[:-1]).any(1) | (rng.game_of[1:] != rng.game_of[:-1])
-    return then, new.long().cumsum(0) - 1, new
+        new[1:] = (then[1:] != then[:-1]).any(1) | (game_of[1:] != game_of[:-1])
+    return then, new
+
+
+def count_then(entry: Pending, rng: ExactRange, chunk: int = 1 << 20) -> torch.Tensor:
+    """[G] distinct hands at the entry's step among the partner's range rows (chi_{t*,t}), in chunks of rows
+    (a memory cap: the full game's ranges hold millions of rows)."""
+    count = torch.zeros(entry.games.shape[0], dtype=torch.long, device=entry.games.device)
+    n = rng.hands.shape[0]
+    for a in range(0, n, chunk):
+        lo = max(a - 1, 0)  # one row of overlap: a run may cross the chunk boundary
+        _, new = distinct_then(entry, rng.hands[lo: a + chunk], rng.game_of[lo: a + chunk])
+        new, game = (new[1:], rng.game_of[a: a + chunk]) if a else (new, rng.game_of[: chunk])
+        count.index_add_(0, game, new.long())
+    return count
 
 
 @dataclass
@@ -398,23 +412,23 @@ class JointSearch:
             if bool(front.any()):
                 rng = self.ranges[1 - e.seat]
                 rng._flush_small()
-                then, run, new = distinct_then(e, rng)
-                count = torch.zeros_like(front, dtype=torch.long).index_add_(0, rng.game_of, new.long())
-                go = front & rng.tracked & (count <= mr)
+                go = front & rng.tracked & (count_then(e, rng) <= mr)
                 if bool(go.any()):
-                    self._replay(e, go, rng, then, run, new, t, state)
+                    self._replay(e, go, rng, t, state)
                     e.games = e.games & ~go
             earlier = earlier | e.games
         self.queue = [e for e in self.queue if bool(e.games.any())]
 
-    def _replay(self, e: Pending, go: torch.Tensor, rng: ExactRange, then: torch.Tensor, run: torch.Tensor,
-                new: torch.Tensor, t: int, state: HanabiState) -> None:
+    def _replay(self, e: Pending, go: torch.Tensor, rng: ExactRange, t: int, state: HanabiState) -> None:
         """Replay e's search for every distinct partner hand then of the games go [G] (batched: one Searcher
         batch of hypotheses), and drop the rows under which it made another move."""
         game, p, j = self.game, self.game.players, 1 - e.seat
-        pick = (new & go.index_select(0, rng.game_of)).nonzero().flatten()
+        rows_go = go.index_select(0, rng.game_of).nonzero().flatten()  # the rows of go's games
+        then, new = distinct_then(e, rng.hands.index_select(0, rows_go), rng.game_of.index_select(0, rows_go))
+        run = new.long().cumsum(0) - 1  # [R] each row's hypothesis
+        pick = new.nonzero().flatten()
         hyp = then.index_select(0, pick)  # [n, H]
-        hg = rng.game_of.index_select(0, pick)  # [n]
+        hg = rng.game_of.index_select(0, rows_go.index_select(0, pick))  # [n]
         root = e.root.index(hg)
         mine = (torch.arange(p, device=hyp.device) == j)[None, :, None]
         root = root.replace(hands=torch.where(mine, hyp[:, None, :].to(root.hands.dtype), root.hands))
@@ -429,12 +443,13 @@ class JointSearch:
                               self.ids.index_select(0, hg), allowed=allowed)
         moves = dec.move.to(hg.device)
         agree = moves == e.move.index_select(0, hg)  # [n]
-        # the rows of go's games keep where their hand then agrees (runs are numbered in row order)
-        index = torch.full((int(run[-1]) + 1 if run.numel() else 0,), -1, dtype=torch.long, device=hg.device)
-        index[run.index_select(0, pick)] = torch.arange(n, device=hg.device)
-        mine_rows = go.index_select(0, rng.game_of)
-        at = index.index_select(0, run).clamp(min=0)
-        rng._keep(~mine_rows | agree.index_select(0, at))
+        if self.checked:  # test invariant: the runs are the distinct hands (rows sorted, see the module doc)
+            keyed = torch.cat([rng.game_of.index_select(0, rows_go)[:, None], then], 1)
+            if torch.unique(keyed, dim=0).shape[0] != n:
+                raise RuntimeError("joint_range: equal hands at a searched move are not adjacent")
+        keep = torch.ones(rng.hands.shape[0], dtype=torch.bool, device=hg.device)
+        keep[rows_go] = agree.index_select(0, run)  # a row stays where its hand then made the real move
+        rng._keep(keep)
         self.replays.append(RangeSearch(e.step, e.seat, t, hg.cpu(), hyp.cpu(), moves.cpu(),
                                         dec.count.sum(1)))
         if self.checked:
