@@ -341,3 +341,48 @@ def until(decisions: list[dict], stop: int, seat: int) -> list[dict]:
     later = ("range_hands", "range_rollouts", "replayed_at")
     return [{k: v for k, v in d.items() if d.get("replayed_at", -1) < stop or k not in later}
             for d in decisions if d["step"] <= stop and d["seat"] == seat]
+
+
+def test_draws_above_max_range_follow_the_exact_weights() -> None:
+    """Above max_range the searcher's hands are drawn by the public weights and kept with probability (ways
+    beside the seen hand) / (public ways) and where the pending filters pass: their frequencies match the
+    exact weights beside the seen hand (the range with every filter run), seat by seat, move by move."""
+    from lbs.acting import play
+
+    net, n, k = SmartBot(GAME), 6, 4000
+    turns: list = []
+    with torch.no_grad():
+        state = engine.reset(GAME, torch.arange(n) + 70)
+        play(GAME, state, net.step, net.initial_state(n * GAME.players), 6, hook=turns.append)
+        with SearchSetup.of(GAME, net, "sparta-ma", config(4)) as setup:
+            compared = 0
+            for seat in range(GAME.players):
+                lazy = joint_range.PublicRange(GAME, setup.blueprint, seat, max_range=1)
+                exact = joint_range.PublicRange(GAME, setup.blueprint, seat)
+                for r in (lazy, exact):
+                    r.reset(turns[0].state)
+                for tu in turns:
+                    for r in (lazy, exact):
+                        r.update(tu.state, tu.move, tu.next_state)
+                    snap = joint_range.Snapshot.of(lazy)
+                    assert bool(snap.large().all())
+                    seen = tu.next_state.hands[:, 1 - seat]
+                    draws = joint_range.JointSampler(snap, torch.arange(n), seen).sample(
+                        k, torch.arange(n) + 1000 * compared, torch.arange(n))
+                    hands, game_of, _ = exact.probabilities()
+                    for g in range(n):
+                        if bool(tu.next_state.done[g]):
+                            continue
+                        left = (exact.unseen[g] - engine.card_histogram(seen[g][None], GAME.card_types)[0])
+                        want = {tuple(h): ways(tuple(h), left.tolist()) for h, gg in
+                                zip(hands.tolist(), game_of.tolist(), strict=True) if gg == g}
+                        total = sum(want.values())
+                        drawn = zip(draws.hands[g].tolist(), draws.valid[g].tolist(), strict=True)
+                        got = Counter(tuple(h) for h, v in drawn if v)
+                        m = sum(got.values())
+                        assert m > k // 8 and set(got) <= {h for h, w in want.items() if w}
+                        for h, w in want.items():  # every hand's share within 4 standard errors
+                            p = w / total
+                            assert abs(got[h] / m - p) <= 4 * (p * (1 - p) / m) ** 0.5 + 1 / m, (seat, g, h)
+                        compared += 1
+    assert compared > 30
