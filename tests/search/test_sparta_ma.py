@@ -386,3 +386,28 @@ def test_draws_above_max_range_follow_the_exact_weights() -> None:
                             assert abs(got[h] / m - p) <= 4 * (p * (1 - p) / m) ** 0.5 + 1 / m, (seat, g, h)
                         compared += 1
     assert compared > 30
+
+
+def test_search_run_plays_sparta_ma_and_records_its_cost(tmp_path) -> None:
+    """search/run.py --mode sparta-ma on the shipped 2-colour network blueprint: the share of moves searched
+    and the rollouts per game (replays included) are printed and recorded."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "ma.json"
+    r = subprocess.run([sys.executable, str(root / "search" / "run.py"), "--mode", "sparta-ma", "--blueprint",
+                        str(root / "checkpoints" / "blueprint_2c.pt"), "--games", "1", "--rollouts", "200",
+                        "--min-rollouts", "10", "--max-range-joint", "20", "--no-blueprint-baseline",
+                        "--out", str(out), "--no-progress"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "% of moves searched" in r.stdout
+    blob = json.loads(out.read_text())
+    joint, (game,) = blob["summary"]["joint"], blob["games"]
+    assert 50 <= joint["searched_pct"] <= 100 and joint["range_hands_per_game"] > 0
+    assert joint["rollouts_per_game"] == game["rollouts"] > joint["range_rollouts_per_game"] > 0
+    assert any("range_hands" in d and d["replayed_at"] >= d["step"] for d in game["decisions"])
