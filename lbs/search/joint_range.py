@@ -224,19 +224,12 @@ def reading_moves(game: GameConfig, handle: QNetHandle, state: HanabiState, hid:
 
 
 def _split_pairs(idx: torch.Tensor, count: torch.Tensor) -> list[torch.Tensor]:
-    """idx [n] split into consecutive parts whose (hypothesis, row) pairs stay under PAIRS (one part at least
-    per hypothesis)."""
+    """idx [n] split into consecutive parts of about PAIRS (hypothesis, row) pairs at most (by where each
+    hypothesis' pairs end; one larger than PAIRS is a part of its own)."""
     if not idx.numel():
         return []
-    sizes = count.index_select(0, idx).tolist()
-    parts, begin, held = [], 0, 0
-    for i, s in enumerate(sizes):
-        if held and held + s > PAIRS:
-            parts.append(idx[begin:i])
-            begin, held = i, 0
-        held += s
-    parts.append(idx[begin:])
-    return parts
+    part = (count.index_select(0, idx).cumsum(0) - 1).clamp(min=0) // PAIRS
+    return list(idx.split(torch.unique_consecutive(part, return_counts=True)[1].tolist()))
 
 
 @dataclass

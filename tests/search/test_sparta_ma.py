@@ -56,7 +56,9 @@ def test_the_mode_and_its_setting() -> None:
         SearchSetup.of(three, SmartBot(three), mode, dataclasses.replace(config(4), rollouts=1000))
 
 
-def test_max_range_zero_is_single_agent_sparta_move_for_move() -> None:
+def test_max_range_zero_is_single_agent_sparta_move_for_move(monkeypatch) -> None:
+    """Also with one game's draws weighed at a time (the pairs cap is a memory cap only)."""
+    monkeypatch.setattr(joint_range, "PAIRS", 1)
     net = SmartBot(GAME)
     with torch.no_grad():
         with SearchSetup.of(GAME, net, "sparta", config(0)) as setup:
@@ -231,6 +233,7 @@ def test_ranges_and_every_searched_move_equal_a_per_hand_reference(monkeypatch) 
     searched) is the reference's; with max range 4 some range-searches wait for later moves."""
     net, n, seed, mr = SmartBot(GAME), 4, 3, 4
     cfg = config(mr)
+    monkeypatch.setattr(joint_range, "PAIRS", 64)  # a range-search's hands drawn for in several parts
     seen_ranges: list[dict] = []
     follow = JointSearch.follow
 
