@@ -34,6 +34,12 @@ exact weights' cumulative sum over the rows fitting beside h and ExactRange.samp
 draws equal single-agent SPARTA's); above it, draws from the public weights accepted with probability (ways
 beside h) / (public ways) and by the range's pending filters, the first k of OVERSAMPLE * k kept.
 
+Seats' states: a replay re-reads its root from the real seats' states before that move, which are public
+while every hand left in a range makes the same reads of it. SmartBot's discard finesse is the one read of a
+partner's cards (the discarder's state locates the card among its partner's newest), so with max range > 0 a
+search never deviates to a discard that makes its mover read (`reading_moves`): it makes one only as the
+blueprint's own move, which implies the blueprint filter, so that filter runs at once.
+
 No peeking: the searcher's own cards are read nowhere; its search reads its range (public), the partner's hand
 (seen) and the real state, whose own-hand cards the rollouts replace (engine.set_hand).
 """
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..acting import env_moves, greedy, seat_q
+from ..acting import Turn, env_moves, greedy, play, seat_q
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import DISCARD, PLAY, GameConfig
@@ -461,8 +467,6 @@ def play_batch(setup, ids: torch.Tensor, seed: int, graphs: Graphs | None, tally
                checked: bool = False, out: list | None = None) -> list[GameResult]:
     """The games `ids` with both seats searching (agent._play_batch's multi-agent counterpart); `out` gets the
     JointSearch (tests read its replays)."""
-    from ..acting import Turn, play
-
     game = setup.game
     g_n = ids.shape[0]
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, g_n, int(ids[0]), setup.device))
