@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
-from ..acting import Turn, env_moves, greedy, play, seat_q
+from ..acting import QFunction, Turn, env_moves, greedy, play, seat_q
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import DISCARD, PLAY, GameConfig
@@ -66,6 +67,9 @@ from .agent import Decision, GameResult, Searcher, _results, _Tally
 from .config import SearchConfig
 from .exact_range import OVERSAMPLE, ExactRange, _ways
 from .samplers import SampledHands, first_accepted
+
+if TYPE_CHECKING:
+    from .setup import SearchSetup
 
 PAIRS = 1 << 21
 """(hypothesis, row) pairs weighed at once when drawing beside many hands (a memory cap; draws do not depend
@@ -311,7 +315,7 @@ class JointSearch:
 
     game: GameConfig
     cfg: SearchConfig
-    q_fn: object
+    q_fn: QFunction
     handle: QNetHandle
     searchers: list[Searcher]
     ranges: list[ExactRange]
@@ -328,7 +332,7 @@ class JointSearch:
     reading: torch.Tensor | None = None  # [G] bool: of those, games whose move made the mover read (filtered)
 
     @classmethod
-    def of(cls, setup, ids: torch.Tensor, seed: int, graphs: Graphs | None = None,
+    def of(cls, setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None = None,
            checked: bool = False) -> JointSearch:
         game, cfg = setup.game, setup.cfg
         searchers = [Searcher(game, setup.q_fn, None, dataclasses.replace(cfg, seat=s), None, seed,
@@ -463,7 +467,7 @@ def _allowed(reads: torch.Tensor, blueprint: torch.Tensor) -> torch.Tensor:
     return ~reads | (ids[None, :] == blueprint[:, None])
 
 
-def play_batch(setup, ids: torch.Tensor, seed: int, graphs: Graphs | None, tally: _Tally | None,
+def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None, tally: _Tally | None,
                checked: bool = False, out: list | None = None) -> list[GameResult]:
     """The games `ids` with both seats searching (agent._play_batch's multi-agent counterpart); `out` gets the
     JointSearch (tests read its replays)."""
