@@ -215,6 +215,12 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
         print(line)
     if mode.searches:
         print(deviations(results))
+    joint = joint_summary(results) if mode.joint else None
+    if joint is not None:
+        print(f"multi-agent: {joint['searched_pct']:.1f}% of moves searched, "
+              f"{joint['rollouts_per_game']:.3g} rollouts per game "
+              f"({joint['range_rollouts_per_game']:.3g} of them replaying range-searches "
+              f"over {joint['range_hands_per_game']:.1f} hands per game)")
     if timing is not None:
         engine_s, rest = timing.rollouts - timing.networks, seconds - timing.rollouts - timing.sampler
         networks = "inside the rollouts (captured)" if cfg.cuda_graphs else f"{timing.networks:.1f} s"
@@ -227,7 +233,7 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
         "device": str(device),
         "config": {**vars(args), "mode": str(mode), "belief": search.belief and str(search.belief),
                    **dataclasses.asdict(cfg)},
-        "summary": summary.to_dict(),
+        "summary": summary.to_dict() if joint is None else {**summary.to_dict(), "joint": joint},
         "timing": vars(timing) if timing else None,
         "games": [result_to_dict(r) for r in results],
     }
@@ -237,6 +243,18 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
         sys.exit(f"search: {e}; the {len(results)} games stay kept in {journal.path}")
     journal.remove()
     print(f"result: {out}")
+
+
+def joint_summary(results: list) -> dict:
+    """sparta-ma's cost (the SPARTA paper's Table 3 columns): the share of all moves searched and the rollouts
+    per game, the range-search replays included."""
+    n = max(len(results), 1)
+    moves = sum(len(r.record.moves) for r in results)
+    ranged = [d for r in results for d in r.decisions if "range_hands" in d]
+    return {"searched_pct": 100.0 * sum(r.searched for r in results) / max(moves, 1),
+            "rollouts_per_game": sum(r.rollouts for r in results) / n,
+            "range_rollouts_per_game": sum(d["range_rollouts"] for d in ranged) / n,
+            "range_hands_per_game": sum(d["range_hands"] for d in ranged) / n}
 
 
 if __name__ == "__main__":

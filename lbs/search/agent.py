@@ -71,17 +71,20 @@ class Searcher:
         self.timing, self.graphs = timing, graphs
 
     def decide(self, state: HanabiState, games: torch.Tensor, hid: tuple, blueprint: torch.Tensor,
-               step: int, game_ids: torch.Tensor) -> Decision:
+               step: int, game_ids: torch.Tensor, allowed: torch.Tensor | None = None) -> Decision:
         """Moves for the games [G'] (indices into the batch) where the searcher is to move.
 
         state: the batch's real games; hid: every seat's blueprint state after reading this state's
         observation [layers, G*P, hidden]; blueprint [G] the blueprint's moves; game_ids [G] global
-        game numbers (they key the random draws, so a game's decisions do not depend on its batch).
+        game numbers (they key the random draws, so a game's decisions do not depend on its batch);
+        allowed [G, M]: the moves the search may consider (default: every legal move).
         """
         game, cfg, p = self.game, self.cfg, self.game.players
         root = state.index(games)
         g_n, m_n, dev = games.shape[0], game.num_moves, state.device
         legal = engine.legal_moves(game, root)  # [G', M]
+        if allowed is not None:
+            legal = legal & allowed.index_select(0, games)
         live = legal.clone()
         stats = MoveStats.zeros(g_n, m_n, dev)
         used = torch.zeros(g_n, dtype=torch.long, device=dev)
@@ -200,6 +203,9 @@ def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int =
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
     graphs = [Graphs(setup.device) if setup.cfg.cuda_graphs else None for _ in range(groups)]
+    play_batch = _play_batch
+    if setup.mode.joint:  # both seats search: the multi-agent loop (imported here: it builds on this module)
+        from .joint_range import play_batch
     part = shard.games(games)
     mine = range(first + part.start, first + part.stop)
     tally = _Tally(progress, len(mine)) if progress is not None else None
@@ -208,10 +214,10 @@ def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int =
         for start in range(mine.start, mine.stop, batch_games):
             ids = torch.arange(start, min(mine.stop, start + batch_games), device=setup.device)
             if pool is None:
-                out += _play_batch(setup, ids, seed, graphs[0], tally)
+                out += play_batch(setup, ids, seed, graphs[0], tally)
             else:
                 parts = [p for p in ids.tensor_split(groups) if len(p)]
-                jobs = [pool.submit(_play_batch, setup, part, seed, graphs[i], tally)
+                jobs = [pool.submit(play_batch, setup, part, seed, graphs[i], tally)
                         for i, part in enumerate(parts)]
                 out += [r for job in jobs for r in job.result()]
     finally:

@@ -25,7 +25,7 @@ class Sampler(Enum):
 MAX_COUNT = 2**31 - 1
 """The largest rollout, row or range count a search takes (counts are int32-safe on every device)."""
 
-MODES = ("blueprint", "sparta", "lbs-inf", "lbs-K (K >= 1)")
+MODES = ("blueprint", "sparta", "sparta-ma", "lbs-inf", "lbs-K (K >= 1)")
 
 Knowledge = Literal["smartbot", "none"]
 """SearchConfig.knowledge's values (its flag offers them as choices)."""
@@ -37,12 +37,16 @@ BELIEF_TYPES: tuple[str, ...] = get_args(BeliefType)
 
 @dataclass(frozen=True)
 class Mode:
-    """A search mode, parsed from its name: 'blueprint', 'sparta', 'lbs-inf' or 'lbs-K' (K >= 1)."""
+    """A search mode, parsed from its name: 'blueprint', 'sparta', 'sparta-ma', 'lbs-inf' or 'lbs-K'
+    (K >= 1)."""
 
     name: str
     sampler: Sampler
     depth: int | None
     """blueprint moves after the candidate move before bootstrapping with Q; None: play to the end"""
+    joint: bool = False
+    """retrospective multi-agent SPARTA (lbs.search.joint_range): both seats search, each partner's search
+    replayed over its range; False: one seat searches (SearchConfig.seat)"""
 
     @classmethod
     def parse(cls, name: str) -> Mode:
@@ -51,6 +55,8 @@ class Mode:
             return cls(name, Sampler.NONE, None)
         if name == "sparta":
             return cls(name, Sampler.RANGE, None)
+        if name == "sparta-ma":
+            return cls(name, Sampler.RANGE, None, joint=True)
         if name == "lbs-inf":
             return cls(name, Sampler.BELIEF, None)
         if name.startswith("lbs-") and name[4:].isdigit():
@@ -118,6 +124,11 @@ class SearchConfig:
     """SPARTA: while the exact range holds more hands than this, its pending counterfactual filters wait and
     hands are drawn from it by rejection (the filters run on the draws only); at most this many, the
     filters run on every hand"""
+    max_range_joint: int = 80
+    """sparta-ma: a searched move's range-search (the search replayed for every hand the searcher might have
+    seen, its partner's hands consistent with the common knowledge) runs once that range holds at most this
+    many hands; until then the searcher's partner plays the blueprint (retrospective belief updates). 0:
+    never, single-agent SPARTA by the first mover (the SPARTA paper's MR, Table 3)"""
     max_rows: int = 8192
     """rollouts run in one engine batch (memory cap); results do not depend on it"""
     cuda_graphs: bool = False
@@ -130,6 +141,10 @@ class SearchConfig:
             v = vars(self)[name]
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
                 raise FieldError(name, f"SearchConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
+        v = self.max_range_joint
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_COUNT:
+            raise FieldError("max_range_joint", f"SearchConfig.max_range_joint={v!r}: must be an int in "
+                             f"0..{MAX_COUNT}")
         if not 0 <= self.min_valid <= self.min_rollouts:
             raise FieldError("min_valid", f"SearchConfig.min_valid={self.min_valid}: must be in "
                              f"0..min_rollouts ({self.min_rollouts})")
@@ -162,10 +177,14 @@ ONLY_FOR: dict[str, Sampler] = {"max_range": Sampler.RANGE, "knowledge": Sampler
                                 "belief_type": Sampler.BELIEF}
 """SearchConfig fields that only modes drawing their hands from one sampler read; every other field matters to
 every mode that searches (and none to the blueprint alone)."""
+ONLY_JOINT = frozenset({"max_range_joint"})
+"""SearchConfig fields that only the multi-agent mode (sparta-ma) reads."""
 
 
 def matters(field: str, mode: Mode) -> bool:
     """Whether SearchConfig.<field> changes anything in `mode`."""
+    if field in ONLY_JOINT:
+        return mode.joint
     return mode.searches and ONLY_FOR.get(field, mode.sampler) is mode.sampler
 
 

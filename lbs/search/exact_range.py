@@ -129,8 +129,11 @@ class ExactRange:
             self._check(state)
 
     @torch.no_grad()
-    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState) -> None:
-        """After one real move in every game (move [G], engine ids; games already over are ignored)."""
+    def update(self, before: HanabiState, move: torch.Tensor, after: HanabiState,
+               unfiltered: torch.Tensor | None = None) -> None:
+        """After one real move in every game (move [G], engine ids; games already over are ignored).
+        unfiltered [G] bool: games whose partner move is not the blueprint's, so no blueprint filter is
+        added for it (multi-agent SPARTA filters a searched move by replaying the search: joint_range)."""
         game, p, dev = self.game, self.game.players, before.device
         move = move.long()
         active = ~before.done
@@ -138,6 +141,8 @@ class ExactRange:
         kind, slot = tables(game, dev).move_info[move.clamp(min=0)].unbind(1)[:2]
         # every seat's public state advances on `before` (as in acting.play); the mover's output is its view
         partner = active & (mover != self.seat) & self.tracked
+        if unfiltered is not None:
+            partner = partner & ~unfiltered
         filtering = bool(partner.any())  # one read of the host per move: a partner filter will wait
         if isinstance(self.policy, StepPolicy):
             blinded = blind(before, self.seat)

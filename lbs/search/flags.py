@@ -70,11 +70,12 @@ def search_parser(description: str | None, checkpoints: Path, *, budget: str, mo
     ap.checkpoints = checkpoints
     if modes is None:
         ap.add_argument("--mode", type=mode_arg, default=Mode.parse(mode),
-                        help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf or sparta "
+                        help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf, sparta or sparta-ma "
                         f"(default {mode})")
     else:
         ap.add_argument("--modes", type=mode_arg, nargs="+", default=[Mode.parse(m) for m in modes],
-                        help=f"each a mode: blueprint, lbs-K, lbs-inf or sparta (default {' '.join(modes)})")
+                        help="each a mode: blueprint, lbs-K, lbs-inf, sparta or sparta-ma "
+                        f"(default {' '.join(modes)})")
     ap.add_argument("--budget", choices=list(BUDGETS), default=budget,
                     help="the named search budget the SearchConfig flags start from (default %(default)s): "
                     + "; ".join(f"{b.name}: {b.search.rollouts:,} rollouts per searched move, "

@@ -83,6 +83,9 @@ class SearchSetup:
         self.device = torch.device(self.device)
         self.cfg.check(self.game, self.mode.searches)
         self.caps = check_blueprint(self.mode, self.net)
+        if self.mode.joint and self.game.players != 2:
+            raise ValueError(f"{self.mode}: multi-agent SPARTA is built for 2 players (each seat replays the "
+                             f"other's search over one range); this game has {self.game.players}")
         draws = self.mode.sampler is Sampler.BELIEF and self.make_sampler is None
         if draws and self.cfg.belief_type == "learned" and BELIEF not in self.server.weights.names():
             raise ValueError(f"{self.mode}: LBS needs a belief trained for this blueprint (--belief)")
