@@ -26,9 +26,9 @@ from experiments.common import command, machine, result_path, write_result
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.configs import flag_names
 from lbs.search import flags
-from lbs.search.agent import play_games
 from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
+from lbs.search.play import play_games
 from lbs.search.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,8 +29,8 @@ from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
 from lbs.search import flags
-from lbs.search.agent import play_games
 from lbs.search.config import Sampler
+from lbs.search.play import play_games
 from lbs.search.report import deviations, summarize_run
 from lbs.search.samplers import LearnedBelief, TrueHand
 from lbs.search.setup import BLUEPRINT

@@ -45,9 +45,10 @@ from lbs.models.io import blueprint_identity
 from lbs.runs import Stopped, StopSignals, signal_name
 from lbs.scoring import eval_games
 from lbs.search import flags
-from lbs.search.agent import Progress, play_games
+from lbs.search.agent import Progress
 from lbs.search.config import KNOWLEDGE
 from lbs.search.journal import Journal, play_kept
+from lbs.search.play import play_games
 from lbs.search.report import drawn_from, paired_difference, summarize_run
 from lbs.search.timing import Timing
 

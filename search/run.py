@@ -39,9 +39,10 @@ from lbs.hanabi.interop.text import playthrough
 from lbs.models.io import blueprint_identity
 from lbs.runs import InUseError, Stopped, StopSignals, hold, signal_name
 from lbs.search import flags
-from lbs.search.agent import Progress, play_games
+from lbs.search.agent import Progress
 from lbs.search.config import BUDGETS, Mode, SearchConfig
 from lbs.search.journal import Journal, play_kept, result_to_dict
+from lbs.search.play import play_games
 from lbs.search.report import deviations, summarize_run
 from lbs.shards import launch, plan, process_rank, rank_device
 

@@ -18,8 +18,8 @@ from lbs.infer import InferenceServer, ServerConfig
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.scoring import evaluate
-from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
+from lbs.search.play import play_games
 from lbs.search.setup import SearchSetup
 
 GAME = GameConfig(players=2, colors=2, ranks=3, hand_size=3)

@@ -15,8 +15,8 @@ from conftest import run_ranks
 
 from lbs.models import load_belief, load_blueprint
 from lbs.scoring import eval_games
-from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
+from lbs.search.play import play_games
 from lbs.search.setup import SearchSetup
 from lbs.shards import ONE, Shard, plan
 

@@ -29,7 +29,8 @@ from ..ckpt import SaveError, write_atomic
 from ..hanabi.interop.record import GameRecord
 from ..runs import hold, release, say
 from ..shards import ONE, Shard
-from .agent import GameResult, Progress, play_games
+from .agent import GameResult, Progress
+from .play import play_games
 
 if TYPE_CHECKING:
     from .setup import SearchSetup

@@ -12,10 +12,10 @@ from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.infer import InferenceServer
 from lbs.models import NetConfig, make_qnet
-from lbs.search.agent import play_games
 from lbs.search.bayes_belief import BayesBelief
 from lbs.search.config import SearchConfig
 from lbs.search.exact_range import ExactRange
+from lbs.search.play import play_games
 from lbs.search.setup import SearchSetup
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lbs.search.agent import play_games
 from lbs.search.config import SearchConfig
+from lbs.search.play import play_games
 from lbs.search.setup import build_search
 
 ROOT = Path(__file__).resolve().parents[2]

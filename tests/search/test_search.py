@@ -18,9 +18,10 @@ from lbs.bots import SmartBot
 from lbs.graphs import Graphs
 from lbs.hanabi import GameConfig, encode, engine, public_features
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
-from lbs.search.agent import Searcher, play_games
+from lbs.search.agent import Searcher
 from lbs.search.config import Mode, Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
+from lbs.search.play import play_games
 from lbs.search.pruning import MoveStats, choose, prune, prune_bounds
 from lbs.search.report import summarize_run
 from lbs.search.rollouts import rollout_returns

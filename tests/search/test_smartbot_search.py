@@ -26,7 +26,8 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.config import DISCARD, PLAY
 from lbs.infer import InferenceServer, QNetHandle
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, make_qnet
-from lbs.search import agent, step_filter
+from lbs.search import play as searched
+from lbs.search import step_filter
 from lbs.search.config import FieldError, Mode, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.rollouts import rollout_returns
@@ -256,10 +257,10 @@ def test_sparta_and_lbs_inf_on_the_range_decide_the_same() -> None:
     net = SmartBot(game)
     cfg = tiny_search(game)
     with SearchSetup.of(game, net, "sparta", cfg) as sparta:
-        a = agent.play_games(sparta, 4, seed=5, batch_games=4)
+        a = searched.play_games(sparta, 4, seed=5, batch_games=4)
         rng = lambda: ExactRange(game, sparta.blueprint, cfg.seat)  # noqa: E731
         with SearchSetup.of(game, net, "lbs-inf", cfg, make_sampler=rng) as lbs:
-            b = agent.play_games(lbs, 4, seed=5, batch_games=4)
+            b = searched.play_games(lbs, 4, seed=5, batch_games=4)
     assert sum(r.searched for r in a) > 10 and sum(r.deviated for r in a) > 0
     for x, y in zip(a, b, strict=True):
         assert x.record.moves == y.record.moves and x.decisions == y.decisions
@@ -286,7 +287,7 @@ def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: i
         if mode != "sparta":
             want = net if blueprint == "smartbot" else setup.smartbot
             assert isinstance(want, SmartBot) and setup.sampler().knowledge is want
-        first = agent.play_games(setup, n, seed=8, batch_games=n)
+        first = searched.play_games(setup, n, seed=8, batch_games=n)
         decks = torch.tensor([r.record.deck for r in first])
         real = engine.initial_state(game, decks)
         # follow the recorded moves to a late turn of the searcher in every game, with a range
@@ -317,7 +318,7 @@ def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: i
         assert int((turn >= 0).sum()) >= 2, "too few games with another hand in the range"
         assert not torch.equal(swapped, decks)
         monkeypatch.setattr(engine, "reset", lambda g_, seeds: engine.initial_state(g_, swapped))
-        second = agent.play_games(setup, n, seed=8, batch_games=n)
+        second = searched.play_games(setup, n, seed=8, batch_games=n)
     for g in range(n):
         if int(turn[g]) < 0:
             continue

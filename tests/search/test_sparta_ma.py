@@ -28,7 +28,7 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.config import DISCARD, PLAY
 from lbs.hanabi.rng import uniform
 from lbs.models.qnet import select_rows
-from lbs.search import agent, joint_range
+from lbs.search import joint_range, play
 from lbs.search.agent import Searcher
 from lbs.search.config import FieldError, Mode, SearchConfig, matters
 from lbs.search.joint_range import JointSearch, play_batch, reading_moves
@@ -62,9 +62,9 @@ def test_max_range_zero_is_single_agent_sparta_move_for_move(monkeypatch) -> Non
     net = SmartBot(GAME)
     with torch.no_grad():
         with SearchSetup.of(GAME, net, "sparta", config(0)) as setup:
-            single = agent.play_games(setup, 8, seed=5, batch_games=8)
+            single = play.play_games(setup, 8, seed=5, batch_games=8)
         with SearchSetup.of(GAME, net, "sparta-ma", config(0)) as setup:
-            joint = agent.play_games(setup, 8, seed=5, batch_games=8)
+            joint = play.play_games(setup, 8, seed=5, batch_games=8)
     assert sum(r.deviated for r in single) > 0
     for a, b in zip(single, joint, strict=True):
         assert a.record.moves == b.record.moves
@@ -300,7 +300,7 @@ def test_no_peeking_for_either_seat(seat: int, monkeypatch) -> None:
 
     monkeypatch.setattr(JointSearch, "override", kept)
     with SearchSetup.of(GAME, net, "sparta-ma", cfg) as setup, torch.no_grad():
-        first = agent.play_games(setup, n, seed=8, batch_games=n)
+        first = play.play_games(setup, n, seed=8, batch_games=n)
         decks = torch.tensor([r.record.deck for r in first])
         state = engine.initial_state(GAME, decks)
         states, moves = [state], torch.full((n, max(len(r.record.moves) for r in first)), 0)
@@ -328,7 +328,7 @@ def test_no_peeking_for_either_seat(seat: int, monkeypatch) -> None:
                     swapped[g] = swap_hand(GAME, decks[g], pos, st, g, torch.tensor(others[0]))
         assert int((turn >= 0).sum()) >= 3, "too few games with another hand in the range"
         monkeypatch.setattr(engine, "reset", lambda g_, seeds: engine.initial_state(g_, swapped))
-        second = agent.play_games(setup, n, seed=8, batch_games=n)
+        second = play.play_games(setup, n, seed=8, batch_games=n)
     for g in range(n):
         stop = int(turn[g])
         if stop < 0:
