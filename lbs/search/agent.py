@@ -183,8 +183,8 @@ class Progress:
     """an upper bound on the searched moves still to come (engine.moves_left_bound, the searcher's turns)"""
 
 
-def _play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None,
-                tally: _Tally | None) -> list[GameResult]:
+def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None,
+               tally: Tally | None) -> list[GameResult]:
     """The games `ids` through the package's lockstep loop (acting.play), the searcher's moves replaced by
     the search's; the loop ends once every game is over."""
     game, cfg, timing = setup.game, setup.cfg, setup.timing
@@ -229,7 +229,7 @@ def _play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs
                     override=search if searcher is not None else None)
     if tally is not None:
         tally.finish(key, g_n)
-    return _results(game, deck, torch.stack(moves, 1).cpu(), final, decisions)
+    return game_results(game, deck, torch.stack(moves, 1).cpu(), final, decisions)
 
 
 def _searcher_turns(game: GameConfig, state: HanabiState, seat: int) -> int:
@@ -240,7 +240,7 @@ def _searcher_turns(game: GameConfig, state: HanabiState, seat: int) -> int:
     return int((torch.div(left, game.players, rounding_mode="floor") + 1).clamp(min=0).sum())
 
 
-class _Tally:
+class Tally:
     """Progress of one play_games call, summed over the batches its groups play at once (thread-safe)."""
 
     def __init__(self, report: Callable[[Progress], None], games: int):
@@ -274,8 +274,9 @@ class _Tally:
         self.report(Progress(self.games, self.moves, self.searched, sum(self.left.values()) + later))
 
 
-def _results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor, final: HanabiState,
-             decisions: list[tuple[int, Decision]]) -> list[GameResult]:
+def game_results(game: GameConfig, deck: torch.Tensor, moves: torch.Tensor, final: HanabiState,
+                 decisions: list[tuple[int, Decision]]) -> list[GameResult]:
+    """Each game's record (its deck and moves) and search statistics, from a batch's moves and decisions."""
     score, bombed = final.score.cpu(), (final.life_tokens <= 0).cpu()
     out = []
     for i in range(deck.shape[0]):

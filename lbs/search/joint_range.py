@@ -63,7 +63,7 @@ from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from ..models.qnet import select_rows
 from ..seeding import Stream, game_seeds
-from .agent import Decision, GameResult, Searcher, _results, _Tally
+from .agent import Decision, GameResult, Searcher, Tally, game_results
 from .config import SearchConfig
 from .exact_range import OVERSAMPLE, ExactRange, _ways
 from .samplers import SampledHands, first_accepted
@@ -467,9 +467,9 @@ def _allowed(reads: torch.Tensor, blueprint: torch.Tensor) -> torch.Tensor:
     return ~reads | (ids[None, :] == blueprint[:, None])
 
 
-def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None, tally: _Tally | None,
+def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None, tally: Tally | None,
                checked: bool = False, out: list | None = None) -> list[GameResult]:
-    """The games `ids` with both seats searching (agent._play_batch's multi-agent counterpart); `out` gets the
+    """The games `ids` with both seats searching (agent.play_batch's multi-agent counterpart); `out` gets the
     JointSearch (tests read its replays)."""
     game = setup.game
     g_n = ids.shape[0]
@@ -496,7 +496,7 @@ def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs 
     final, _ = play(game, state, setup.q_fn, hid, game.max_steps, hook=follow, override=joint.override)
     if tally is not None:
         tally.finish(key, g_n)
-    results = _results(game, deck, torch.stack(moves, 1).cpu(), final, joint.decisions)
+    results = game_results(game, deck, torch.stack(moves, 1).cpu(), final, joint.decisions)
     return _with_replays(results, joint.replays)
 
 

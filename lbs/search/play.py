@@ -11,8 +11,8 @@ import torch
 
 from ..graphs import Graphs
 from ..shards import ONE, Shard
-from .agent import GameResult, Progress, _play_batch, _Tally
-from .joint_range import play_batch as joint_batch
+from . import agent, joint_range
+from .agent import GameResult, Progress, Tally
 
 if TYPE_CHECKING:
     from .setup import SearchSetup
@@ -36,10 +36,11 @@ def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int =
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
     graphs = [Graphs(setup.device) if setup.cfg.cuda_graphs else None for _ in range(groups)]
-    play_batch = joint_batch if setup.mode.joint else _play_batch  # sparta-ma: both seats search
+    # sparta-ma: both seats search
+    play_batch = joint_range.play_batch if setup.mode.joint else agent.play_batch
     part = shard.games(games)
     mine = range(first + part.start, first + part.stop)
-    tally = _Tally(progress, len(mine)) if progress is not None else None
+    tally = Tally(progress, len(mine)) if progress is not None else None
     pool = ThreadPoolExecutor(groups, thread_name_prefix="lbs-search") if groups > 1 else None
     try:
         for start in range(mine.start, mine.stop, batch_games):
