@@ -25,7 +25,8 @@ from lbs.models import is_rule_bot, load_blueprint
 from lbs.rl.values import value_check
 
 COLUMNS = ("rms_own", "rms_other", "bias_own", "bias_other", "corr_own", "corr_other", "n_own", "n_other",
-           "mean_return")
+           "rms_adv", "corr_adv", "sign_adv", "rms_leaf_other", "rms_leaf_adv", "corr_leaf_adv",
+           "sign_leaf_adv", "mean_return")
 
 
 def main() -> None:
@@ -81,6 +82,11 @@ def main() -> None:
   every legal move branched on the same deck, then each blueprint's own greedy play;
   return discounted with gamma {args.gamma}; Q is the VDN sum (the mover's Q of the move, each waiting
   seat's Q of its no-op). _own_: the blueprint's greedy move; _other_: every other legal move.
+  _adv_: every other move against the own move on the same deck, Q(s, a) - Q(s, own) against G(a) - G(own)
+  (the comparison a search makes); sign_adv: where the two returns differ by a point or more, the share
+  that Q orders the same way. _leaf_: the same with the value LBS-1 compares moves by instead of Q(s, a):
+  the move's reward plus the team's Q at the state it leads to (where the next seat sees the mover's cards).
+  Each return is one deal's: the hidden cards' spread stays in every error.
 
 {head}
 |{"---|" * (len(COLUMNS) + 1 + (anchor is not None))}

@@ -126,8 +126,13 @@ def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: f
 
     Returns (floats): rms_own / rms_other (RMS error of Q(s, a) against the return, gamma-discounted, for
     the net's greedy move / every other legal move), bias_own / bias_other (mean Q - return), corr_own /
-    corr_other, n_own / n_other (states / moves compared), mean_return; with `anchor` (a network) also
-    moves_kept: the share of moves on the net's own games where its greedy move is the anchor's."""
+    corr_other, n_own / n_other (states / moves compared), rms_adv / corr_adv (Q(s, a) - Q(s, own) against
+    G(a) - G(own) on the same deck, every other legal move), sign_adv (the share of other moves whose return
+    differs from the own move's by a point or more where Q orders the two the same way); the same three for
+    the leaf value LBS-1 uses instead of Q(s, a) (rms_leaf_adv, corr_leaf_adv, sign_leaf_adv: the move's
+    reward plus the team's Q at the next state), rms_leaf_other (that leaf value against G(a)), mean_return;
+    with `anchor` (a network) also moves_kept: the share of moves on the net's own games where its greedy move
+    is the anchor's."""
     dev = torch.device(device)
     was = net.training
     net.eval()
@@ -172,6 +177,10 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
     legal_at = torch.zeros(rows, dtype=torch.bool, device=dev)
     q_at = torch.zeros(rows, p, game.num_actions, device=dev)
     mover_at = torch.zeros(rows, dtype=torch.long, device=dev)
+    # the value LBS-1 bootstraps with: the move's reward, then the team's Q of its greedy joint action at the
+    # next state (the partner's view there sees the mover's cards); 0 where the move ended the game
+    reward_at = torch.zeros(rows, dtype=torch.float64, device=dev)
+    next_q = torch.zeros(rows, dtype=torch.float64, device=dev)
 
     def force(t, state, hid, move):
         legal = engine.legal_moves(game, state).gather(1, forced[:, None]).squeeze(1)
@@ -186,6 +195,9 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         here = at == t
         q_at.copy_(torch.where(here[:, None, None], turn.q.float(), q_at))
         mover_at.copy_(torch.where(here, turn.state.cur_player, mover_at))
+        reward_at.copy_(torch.where(here, turn.reward.double(), reward_at))
+        team = turn.q.double().gather(2, turn.action[..., None]).squeeze(2).sum(1)
+        next_q.copy_(torch.where((at + 1 == t) & ~turn.state.done, team, next_q))
         power = (t - at).clamp(min=0).double()
         ret.add_(torch.where(t >= at, gamma ** power * turn.reward.double(), 0.0))
 
@@ -206,5 +218,24 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         out[f"rms_{name}"] = float((q - g).pow(2).mean().sqrt()) if n else math.nan
         out[f"bias_{name}"] = float((q - g).mean()) if n else math.nan
         out[f"corr_{name}"] = float(torch.corrcoef(torch.stack([q, g]))[0, 1]) if n > 1 else math.nan
+    # paired with the own move on the same deck: Q(s, a) - Q(s, own) against G(a) - G(own), the comparison
+    # search makes; the deck's luck after the branching step partly cancels in the difference
+    has_own = (legal_at & own).reshape(games, moves)
+    q_own = (q_tot.double().reshape(games, moves) * has_own).sum(1, keepdim=True)
+    g_own = (ret.reshape(games, moves) * has_own).sum(1, keepdim=True)
+    sel = (legal_at & ~own).reshape(games, moves) & has_own.any(1, keepdim=True)
+    dg = (ret.reshape(games, moves) - g_own)[sel]
+    big = dg.abs() >= 1  # where the returns say the other move is better or worse by a point or more
+    leaf = reward_at + gamma * next_q
+    leaf_own = (leaf.reshape(games, moves) * has_own).sum(1, keepdim=True)
+    n, n_big = int(sel.sum()), int(big.sum())
+    for name, value, at_own in (("adv", q_tot.double(), q_own), ("leaf_adv", leaf, leaf_own)):
+        d = (value.reshape(games, moves) - at_own)[sel]
+        out[f"rms_{name}"] = float((d - dg).pow(2).mean().sqrt()) if n else math.nan
+        out[f"corr_{name}"] = float(torch.corrcoef(torch.stack([d, dg]))[0, 1]) if n > 1 else math.nan
+        # how often the value orders the two moves as their returns do
+        out[f"sign_{name}"] = float(((d > 0) == (dg > 0))[big].double().mean()) if n_big else math.nan
+    other = legal_at & ~own
+    out["rms_leaf_other"] = float((leaf[other] - ret[other]).pow(2).mean().sqrt()) if n else math.nan
     out["mean_return"] = float(ret[legal_at & own].mean())
     return out

@@ -281,6 +281,12 @@ def test_the_value_check_compares_q_with_the_return_of_each_legal_move():
     assert got["moves_kept"] == 1.0
     assert got["bias_own"] == pytest.approx(-got["mean_return"])
     assert got["rms_own"] >= abs(got["bias_own"]) and got["corr_own"] != got["corr_own"]  # nan: Q is constant
+    # paired with the own move: Q's differences are 0, so the error is the returns' differences alone, which
+    # (own move's return a, other's b) are bounded by both RMS errors: |b - a| <= |b| + |a|
+    assert 0 < got["rms_adv"] <= got["rms_other"] + got["rms_own"] * (got["n_own"] ** 0.5)
+    assert got["corr_adv"] != got["corr_adv"] and 0 <= got["sign_adv"] <= 1
+    # the leaf value (reward, then Q at the next state) is 0 plus the reward here: its error is the rest
+    assert 0 < got["rms_leaf_other"] <= got["rms_other"] and 0 <= got["sign_leaf_adv"] <= 1
 
 
 def test_bad_recipes_are_refused_in_one_line_before_any_folder(tmp_path):
