@@ -35,9 +35,13 @@ from ..hanabi.config import DISCARD, PLAY, GameConfig
 from ..hanabi.rng import hash_keys, uniform
 from ..hanabi.state import HanabiState
 from ..models.qnet import state_batch_dim
+from .config import MAX_COUNT, FieldError
 
 MctsMode = Literal["mo-ismcts", "ris-mcts"]
 MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
+SimPolicy = Literal["random", "blueprint", "smartbot"]
+"""MctsConfig.sim_policy's values (its flag offers them as choices)"""
+SIM_POLICIES: tuple[str, ...] = get_args(SimPolicy)
 
 # what a hashed counter is for (its third component, after the game's key and the iteration)
 DRAW, ACCEPT, DECK, EXPAND, ROLLOUT, REDRAW, FALLBACK = 1, 2, 3, 4, 5, 6, 7
@@ -58,16 +62,26 @@ class MctsConfig:
     """hands proposed per determinization; the first the rejection step accepts is used (acceptance is
     high: see draw_hands). None accepted: the first proposal that fits, else a fallback draw that always
     fits (counted in MctsStats.inexact and fallback: then the draw is not exact)"""
+    sim_policy: SimPolicy = "random"
+    """how a simulation plays to the end: "random" (uniformly random legal moves, the paper's baseline),
+    "blueprint" (the run's blueprint, greedy), or a rule bot by name ("smartbot"); the caller builds it
+    (search takes it as a BlueprintPolicy)"""
 
     def __post_init__(self) -> None:
+        """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
+        flag."""
+        if self.sim_policy not in SIM_POLICIES:
+            raise FieldError("sim_policy", f"MctsConfig.sim_policy={self.sim_policy!r}: must be one of "
+                             f"{', '.join(SIM_POLICIES)}")
         if self.mode not in MCTS_MODES:
-            raise ValueError(f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
+            raise FieldError("mode", f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
         for name in ("iterations", "candidates"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"MctsConfig.{name}={v!r}: must be an int >= 1")
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
+                raise FieldError(name, f"MctsConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
         if not 0 <= self.exploration < math.inf:
-            raise ValueError(f"MctsConfig.exploration={self.exploration}: must be finite and >= 0")
+            raise FieldError("exploration", f"MctsConfig.exploration={self.exploration}: must be finite and "
+                             ">= 0")
 
 
 @dataclass

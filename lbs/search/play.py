@@ -1,5 +1,6 @@
 """Playing whole games with a search set-up: batches of games one after another (or in concurrent groups), one
-searching seat's loop (agent) or both seats' (joint_range, multi-agent SPARTA), gathered over shards."""
+searching seat's loop (agent), both seats' (joint_range, multi-agent SPARTA) or every seat's tree search
+(mcts_play), gathered over shards."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..graphs import Graphs
 from ..shards import ONE, Shard
 from .agent import GameResult, Progress, _play_batch, _Tally
 from .joint_range import play_batch as joint_batch
+from .mcts_play import play_batch as tree_batch
 
 if TYPE_CHECKING:
     from .setup import SearchSetup
@@ -36,7 +38,8 @@ def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int =
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
     graphs = [Graphs(setup.device) if setup.cfg.cuda_graphs else None for _ in range(groups)]
-    play_batch = joint_batch if setup.mode.joint else _play_batch  # sparta-ma: both seats search
+    # sparta-ma: both seats search; a tree search: every seat
+    play_batch = joint_batch if setup.mode.joint else tree_batch if setup.mode.tree else _play_batch
     part = shard.games(games)
     mine = range(first + part.start, first + part.stop)
     tally = _Tally(progress, len(mine)) if progress is not None else None
