@@ -39,7 +39,7 @@ from .config import MAX_COUNT, FieldError
 
 MctsMode = Literal["mo-ismcts", "ris-mcts"]
 MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
-SimPolicy = Literal["random", "blueprint", "smartbot"]
+SimPolicy = Literal["random", "blueprint", "smartbot", "vandenbergh"]
 """MctsConfig.sim_policy's values (its flag offers them as choices)"""
 SIM_POLICIES: tuple[str, ...] = get_args(SimPolicy)
 
@@ -64,7 +64,8 @@ class MctsConfig:
     fits (counted in MctsStats.inexact and fallback: then the draw is not exact)"""
     sim_policy: SimPolicy = "random"
     """how a simulation plays to the end: "random" (uniformly random legal moves, the paper's baseline),
-    "blueprint" (the run's blueprint, greedy), or a rule bot by name ("smartbot"); the caller builds it
+    "blueprint" (the run's blueprint, greedy), or a rule bot by name ("smartbot", "vandenbergh": the paper's
+    rule policy, lbs.bots.vandenbergh); the caller builds it
     (search takes it as a BlueprintPolicy)"""
 
     def __post_init__(self) -> None:
