@@ -23,9 +23,9 @@ import torch
 from experiments.common import command, machine, result_path, sync, write_result
 from lbs import cli
 from lbs.acting import seat_q
-from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
+from lbs.models.io import RULE_BOTS
 from lbs.models.qnet import select_rows
 from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, MctsConfig, search
 from lbs.seeding import Stream, game_seeds
@@ -36,7 +36,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     """Play `games` deals with every seat searching; returns per-game scores and timing counters."""
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
-    bot = SmartBot(game, device) if simulation == "smartbot" else None
+    bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
     hid = bot.initial_state(games * game.players) if bot is not None else None
     p = game.players
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--candidates", type=int, default=MctsConfig.candidates,
                     help="hands proposed per determinization")
     ap.add_argument("--modes", nargs="+", default=list(MCTS_MODES), choices=MCTS_MODES)
-    ap.add_argument("--simulation", default="random", choices=("random", "smartbot"),
-                    help="simulation policy: uniformly random legal moves, or SmartBot's")
+    ap.add_argument("--simulation", default="random", choices=("random", *RULE_BOTS),
+                    help="simulation policy: uniformly random legal moves, or a rule bot's (smartbot, "
+                    "vandenbergh: the paper's rule policy)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
