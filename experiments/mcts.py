@@ -23,9 +23,9 @@ import torch
 from experiments.common import command, machine, result_path, sync, write_result
 from lbs import cli
 from lbs.acting import seat_q
-from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
+from lbs.models.io import RULE_BOTS
 from lbs.models.qnet import select_rows
 from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, MctsConfig, search
 from lbs.seeding import Stream, game_seeds
@@ -36,10 +36,10 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     """Play `games` deals with every seat searching; returns per-game scores and timing counters."""
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
-    bot = SmartBot(game, device) if simulation == "smartbot" else None
+    bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
     hid = bot.initial_state(games * game.players) if bot is not None else None
     p = game.players
-    seconds, decided, depth, draws, inexact, kept = 0.0, 0, 0.0, 0, 0, 0
+    seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
     while not bool(state.done.all()):
         live = (~state.done).nonzero().squeeze(1)
         root = state.index(live)
@@ -55,7 +55,8 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         seconds += time.perf_counter() - t
         decided += live.numel()
         depth += sum(res.stats.depth)
-        draws, inexact, kept = draws + res.stats.draws, inexact + res.stats.inexact, kept + res.stats.kept
+        draws, inexact = draws + res.stats.draws, inexact + res.stats.inexact
+        fallback, kept = fallback + res.stats.fallback, kept + res.stats.kept
         moves = torch.zeros(games, dtype=torch.long, device=device).index_copy(0, live, res.move)
         if bot is not None:  # every seat reads the state the move is made in
             _, _, _, hid = seat_q(game, state, bot.step, hid)
@@ -64,7 +65,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
               f"{seconds / decided:.2f} s per move", file=sys.stderr, flush=True)
     return {"scores": state.fireworks.sum(1).double().cpu(), "bombed": int((state.life_tokens <= 0).sum()),
             "seconds": seconds, "moves": decided, "depth": depth / decided, "draws": draws,
-            "inexact": inexact, "kept": kept}
+            "inexact": inexact, "fallback": fallback, "kept": kept}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,8 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--candidates", type=int, default=MctsConfig.candidates,
                     help="hands proposed per determinization")
     ap.add_argument("--modes", nargs="+", default=list(MCTS_MODES), choices=MCTS_MODES)
-    ap.add_argument("--simulation", default="random", choices=("random", "smartbot"),
-                    help="simulation policy: uniformly random legal moves, or SmartBot's")
+    ap.add_argument("--simulation", default="random", choices=("random", *RULE_BOTS),
+                    help="simulation policy: uniformly random legal moves, or a rule bot's (smartbot, "
+                    "vandenbergh: the paper's rule policy)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
               f"per move", flush=True)
         rows.append(f"| {mode} | {args.simulation} | {args.iterations} | {s.mean():.2f} ± {sem:.2f} | "
                     f"{r['bombed']}/{len(s)} | {r['seconds'] / r['moves']:.3f} | {r['depth']:.2f} | "
-                    f"{r['inexact']}/{r['kept']} of {r['draws']} |")
+                    f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']} |")
         per_deal.append(f"- {mode}: {' '.join(str(int(x)) for x in s.tolist())}")
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
-  that used the first fitting proposal / kept the hand (see lbs.search.mcts.draw_hands)
+  where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was
+  kept (see lbs.search.mcts.draw_hands)
 
 | mode | simulation | iterations | score ± s.e.m. | lost every life | s per move | depth | not exact |
 |---|---|---|---|---|---|---|---|

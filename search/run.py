@@ -1,4 +1,5 @@
-"""Play Hanabi games with one seat searching (LBS or SPARTA) and report the score and the time.
+"""Play Hanabi games with one seat searching (LBS or SPARTA), or every seat (a tree search: MO-ISMCTS,
+RIS-MCTS), and report the score and the time.
 
     python search/run.py --mode lbs-16                      # 6 deals at the quick budget: minutes on a CPU
     python search/run.py --mode lbs-16 --budget paper --games 100 --device cuda   # the paper's budget
@@ -6,6 +7,7 @@
     python search/run.py --mode lbs-inf --batch-games 64 --device cuda --out runs/search/inf.json
     python search/run.py --mode blueprint --games 1000         # the blueprint alone
     python search/run.py --mode lbs-16 --show 1                 # print the first game as a text trace
+    python search/run.py --mode ris-mcts --blueprint smartbot --players 4 --iterations 50 --sim-policy random
 
 The budget is a named one (--budget; lbs.search.config.BUDGETS): quick by default (500 rollouts per searched
 move, 25 per move before pruning, a search move played only when it beats the blueprint's by half a point;
@@ -96,6 +98,14 @@ def settings(args: argparse.Namespace, search: flags.Search, cfg: SearchConfig, 
              world: int) -> list[str]:
     """What the run will do, printed before it starts."""
     where = f"{device}{f' x {world} processes' if world > 1 else ''}"
+    if args.mode.tree:
+        mcts = dataclasses.replace(search.mcts, mode=str(args.mode))
+        fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(mcts).items())
+        return [f"search: {args.mode} on {where}, {args.games} games of {game}, "
+                f"{mcts.iterations} iterations per move at every seat",
+                f"  deals: evaluation seed {args.seed}, {args.batch_games} at a time in {args.groups} "
+                f"group(s); blueprint {args.blueprint} (the baseline)",
+                f"  tree search: {fields}"]
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(cfg).items())
     return [f"search: {args.mode} on {where}, {args.games} games of {game}, {cfg.rollouts} rollouts per move",
             f"  deals: evaluation seed {args.seed}, {args.batch_games} at a time in {args.groups} group(s); "
@@ -130,6 +140,8 @@ def journal_key(mode: Mode, args: argparse.Namespace, setup, belief) -> dict:
     which games it plays and the result it writes (--out as given: a default one is timestamped), so only
     the same command run again uses (and at its end deletes) the journal."""
     search = {k: v for k, v in dataclasses.asdict(setup.cfg).items() if k not in ("max_rows", "cuda_graphs")}
+    if mode.tree:  # its moves are MctsConfig's
+        search = dataclasses.asdict(dataclasses.replace(setup.mcts, mode=str(mode)))
     return {"mode": str(mode), "seed": args.seed, "game": setup.game.to_dict(), "search": search,
             "blueprint": blueprint_identity(args.blueprint), "belief": file_hash(belief) if belief else None,
             "games": args.games, "first_game": args.first_game,
@@ -167,6 +179,8 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
     try:
         search = flags.read(ap, args)
         mode = args.mode
+        if args.profile and mode.tree:
+            raise ValueError(f"--profile times the one-ply searches' parts; {mode} has none of them")
         if args.profile and (args.groups > 1 or args.devices > 1):
             raise ValueError("--profile times one group in one process; use it with --groups 1 --devices 1")
         shard = plan(args.devices)
@@ -211,10 +225,10 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
     if not shard.main:
         return
     summary = summarize_run(str(mode), results, baseline, seconds, game.max_score, setup.knowledge_shown,
-                            setup.belief_shown)
+                            setup.belief_shown, tree=mode.tree)
     for line in summary.lines():
         print(line)
-    if mode.searches:
+    if mode.searches and not mode.tree:
         print(deviations(results))
     joint = joint_summary(results) if mode.joint else None
     if joint is not None:
@@ -233,7 +247,8 @@ def play(ap: flags.Parser, args: argparse.Namespace, kept: list[Journal]) -> Non
         "command": " ".join(sys.argv),
         "device": str(device),
         "config": {**vars(args), "mode": str(mode), "belief": search.belief and str(search.belief),
-                   **dataclasses.asdict(cfg)},
+                   **dataclasses.asdict(cfg),
+                   **({"mcts": dataclasses.asdict(setup.mcts)} if mode.tree else {})},
         "summary": summary.to_dict() if joint is None else {**summary.to_dict(), "joint": joint},
         "timing": vars(timing) if timing else None,
         "games": [result_to_dict(r) for r in results],

@@ -14,14 +14,14 @@ from pathlib import Path
 import torch
 
 from .. import ckpt
-from ..bots import SmartBot
+from ..bots import SmartBot, VanDenBergh
 from ..configs import from_dict
 from ..hanabi.config import GameConfig
 from .belief import BeliefConfig, BeliefModel
 from .qnet import NetConfig, QNet, make_qnet
 
 BLUEPRINT_KIND, BELIEF_KIND = "blueprint", "belief"
-RULE_BOTS = {SmartBot.name: SmartBot}
+RULE_BOTS = {SmartBot.name: SmartBot, VanDenBergh.name: VanDenBergh}
 """Blueprints that need no checkpoint: where a blueprint file is expected, their name loads them."""
 
 

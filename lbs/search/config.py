@@ -20,12 +20,17 @@ class Sampler(Enum):
     """the learned belief (LBS)"""
     RANGE = "range"
     """the exact range, filtered by the partner's blueprint (SPARTA)"""
+    INFOSET = "infoset"
+    """tree search (MO-ISMCTS, RIS-MCTS): each iteration redraws hands from the information set
+    (lbs.search.mcts.draw_hands)"""
 
 
 MAX_COUNT = 2**31 - 1
 """The largest rollout, row or range count a search takes (counts are int32-safe on every device)."""
 
-MODES = ("blueprint", "sparta", "sparta-ma", "lbs-inf", "lbs-K (K >= 1)")
+MODES = ("blueprint", "sparta", "sparta-ma", "lbs-inf", "lbs-K (K >= 1)", "mo-ismcts", "ris-mcts")
+TREE_MODES = ("mo-ismcts", "ris-mcts")
+"""The tree searches (lbs.search.mcts): every seat searches, with MctsConfig's settings"""
 
 Knowledge = Literal["smartbot", "none"]
 """SearchConfig.knowledge's values (its flag offers them as choices)."""
@@ -37,8 +42,8 @@ BELIEF_TYPES: tuple[str, ...] = get_args(BeliefType)
 
 @dataclass(frozen=True)
 class Mode:
-    """A search mode, parsed from its name: 'blueprint', 'sparta', 'sparta-ma', 'lbs-inf' or 'lbs-K'
-    (K >= 1)."""
+    """A search mode, parsed from its name: 'blueprint', 'sparta', 'sparta-ma', 'lbs-inf', 'lbs-K'
+    (K >= 1), or a tree search, 'mo-ismcts' or 'ris-mcts'."""
 
     name: str
     sampler: Sampler
@@ -59,6 +64,8 @@ class Mode:
             return cls(name, Sampler.RANGE, None, joint=True)
         if name == "lbs-inf":
             return cls(name, Sampler.BELIEF, None)
+        if name in TREE_MODES:
+            return cls(name, Sampler.INFOSET, None)
         if name.startswith("lbs-") and name[4:].isdigit():
             if int(name[4:]) >= 1:
                 return cls(name, Sampler.BELIEF, int(name[4:]))
@@ -69,6 +76,11 @@ class Mode:
     @property
     def searches(self) -> bool:
         return self.sampler is not Sampler.NONE
+
+    @property
+    def tree(self) -> bool:
+        """MO-ISMCTS or RIS-MCTS: MctsConfig's settings, not SearchConfig's, decide its moves"""
+        return self.sampler is Sampler.INFOSET
 
     def __str__(self) -> str:
         return self.name
@@ -182,7 +194,9 @@ ONLY_JOINT = frozenset({"max_range_joint"})
 
 
 def matters(field: str, mode: Mode) -> bool:
-    """Whether SearchConfig.<field> changes anything in `mode`."""
+    """Whether SearchConfig.<field> changes anything in `mode` (none does in a tree search)."""
+    if mode.tree:
+        return False
     if field in ONLY_JOINT:
         return mode.joint
     return mode.searches and ONLY_FOR.get(field, mode.sampler) is mode.sampler

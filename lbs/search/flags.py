@@ -23,9 +23,12 @@ from ..configs import add_dataclass_args, apply_overrides, flag_names
 from ..models import resolve_device
 from ..seeding import MAX_SEED
 from .config import BUDGETS, Budget, FieldError, Mode, Sampler, SearchConfig, matters
+from .mcts import MctsConfig
 from .setup import BLUEPRINT, SearchSetup, belief_for, build_search
 
 THREADS = 1
+MCTS_SET_BY_MODE = ("mode",)
+"""MctsConfig fields with no flag: --mode (or --modes) sets them"""
 """torch CPU threads by default (--threads): on a small shared CPU more threads wait on each other"""
 
 
@@ -70,11 +73,12 @@ def search_parser(description: str | None, checkpoints: Path, *, budget: str, mo
     ap.checkpoints = checkpoints
     if modes is None:
         ap.add_argument("--mode", type=mode_arg, default=Mode.parse(mode),
-                        help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf, sparta or sparta-ma "
-                        f"(default {mode})")
+                        help="blueprint, lbs-K (K >= 1 moves then bootstrap), lbs-inf, sparta, sparta-ma, "
+                        f"mo-ismcts or ris-mcts (default {mode})")
     else:
         ap.add_argument("--modes", type=mode_arg, nargs="+", default=[Mode.parse(m) for m in modes],
-                        help="each a mode: blueprint, lbs-K, lbs-inf, sparta or sparta-ma "
+                        help="each a mode: blueprint, lbs-K, lbs-inf, sparta, sparta-ma, mo-ismcts or "
+                        "ris-mcts "
                         f"(default {' '.join(modes)})")
     ap.add_argument("--budget", choices=list(BUDGETS), default=budget,
                     help="the named search budget the SearchConfig flags start from (default %(default)s): "
@@ -100,6 +104,9 @@ def search_parser(description: str | None, checkpoints: Path, *, budget: str, mo
     add_dataclass_args(ap, SearchConfig, defaults=chosen.search, skip=sweep,
                        title=f"SearchConfig fields ([values]: the {chosen.name} budget's; --budget picks "
                        "another; the mode sets how far rollouts go)")
+    add_dataclass_args(ap, MctsConfig, defaults=MctsConfig(), skip=MCTS_SET_BY_MODE,
+                       title="MctsConfig fields, for the tree searches mo-ismcts and ris-mcts ([values]: the "
+                       "defaults)")
     return ap
 
 
@@ -118,6 +125,8 @@ class Search:
     players: int | None
     belief: str | Path | None
     """the belief the modes draw from (the shipped one unless --belief), None where no mode draws"""
+    mcts: MctsConfig = dataclasses.field(default_factory=MctsConfig)
+    """the tree searches' settings (the MctsConfig flags over its defaults)"""
 
     def fit(self, game) -> SearchConfig:
         """The config for the blueprint's game (Budget.fit)."""
@@ -130,7 +139,7 @@ class Search:
         setup = build_search(BLUEPRINT, self.blueprint, self.belief, device or self.device, self.cfg,
                              coalesce, profile, self.players, make_sampler)
         try:
-            return dataclasses.replace(setup, cfg=self.fit(setup.game))
+            return dataclasses.replace(setup, cfg=self.fit(setup.game), mcts=self.mcts)
         except ValueError:
             setup.close()
             raise
@@ -164,6 +173,7 @@ def read(ap: Parser, args: argparse.Namespace, *, draws_belief: bool | None = No
         if not any(matters(name, m) for m in modes):
             raise ValueError(f"{flag_names(name)[-1]}: matters to no mode here "
                              f"({' '.join(map(str, modes))}); leave it out")
+    mcts = read_mcts(args, modes)
     device = resolve_device(args.device)
     if cfg.cuda_graphs:
         needs_cuda("--cuda-graphs", device)
@@ -175,7 +185,23 @@ def read(ap: Parser, args: argparse.Namespace, *, draws_belief: bool | None = No
                          f"({' '.join(map(str, modes))}" + ("" if learned else " with --belief-type bayes")
                          + "); leave it out")
     belief = belief_for(draws, args.belief, args.blueprint, ap.checkpoints, args.players)
-    return Search(list(modes), budget, cfg, "rollouts" in given, device, args.blueprint, args.players, belief)
+    return Search(list(modes), budget, cfg, "rollouts" in given, device, args.blueprint, args.players, belief,
+                  mcts)
+
+
+def read_mcts(args: argparse.Namespace, modes: Sequence[Mode]) -> MctsConfig:
+    """The MctsConfig flags over its defaults, checked: a bad value or, with no tree search among the modes,
+    any such flag at all, refused in one line naming the flag."""
+    given = {f.name: vars(args)[f.name] for f in dataclasses.fields(MctsConfig)
+             if f.name not in MCTS_SET_BY_MODE and vars(args).get(f.name) is not None}
+    if given and not any(m.tree for m in modes):
+        name = next(iter(given))
+        raise ValueError(f"{flag_names(name)[-1]}: matters to no mode here ({' '.join(map(str, modes))}); "
+                         "only mo-ismcts and ris-mcts read it; leave it out")
+    try:
+        return apply_overrides(MctsConfig(), argparse.Namespace(**given))
+    except FieldError as e:
+        raise ValueError(f"{flag_names(e.field)[-1]} {given.get(e.field)}: {e}") from None
 
 
 def needs_cuda(flag: str, device: torch.device) -> None:

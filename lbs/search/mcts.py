@@ -35,12 +35,16 @@ from ..hanabi.config import DISCARD, PLAY, GameConfig
 from ..hanabi.rng import hash_keys, uniform
 from ..hanabi.state import HanabiState
 from ..models.qnet import state_batch_dim
+from .config import MAX_COUNT, FieldError
 
 MctsMode = Literal["mo-ismcts", "ris-mcts"]
 MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
+SimPolicy = Literal["random", "blueprint", "smartbot", "vandenbergh"]
+"""MctsConfig.sim_policy's values (its flag offers them as choices)"""
+SIM_POLICIES: tuple[str, ...] = get_args(SimPolicy)
 
 # what a hashed counter is for (its third component, after the game's key and the iteration)
-DRAW, ACCEPT, DECK, EXPAND, ROLLOUT, REDRAW = 1, 2, 3, 4, 5, 6
+DRAW, ACCEPT, DECK, EXPAND, ROLLOUT, REDRAW, FALLBACK = 1, 2, 3, 4, 5, 6, 7
 
 
 @dataclass(frozen=True)
@@ -56,30 +60,45 @@ class MctsConfig:
     """UCT's C over scores scaled to [0, 1] (the paper's best for both modes, from 0.01 .. 3)"""
     candidates: int = 32
     """hands proposed per determinization; the first the rejection step accepts is used (acceptance is
-    high: see draw_hands). None accepted: the first proposal that fits, else the hand is left as it is
-    (counted in MctsStats.kept: then the draw is not exact)"""
+    high: see draw_hands). None accepted: the first proposal that fits, else a fallback draw that always
+    fits (counted in MctsStats.inexact and fallback: then the draw is not exact)"""
+    sim_policy: SimPolicy = "random"
+    """how a simulation plays to the end: "random" (uniformly random legal moves, the paper's baseline),
+    "blueprint" (the run's blueprint, greedy), or a rule bot by name ("smartbot", "vandenbergh": the paper's
+    rule policy, lbs.bots.vandenbergh); the caller builds it
+    (search takes it as a BlueprintPolicy)"""
 
     def __post_init__(self) -> None:
+        """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
+        flag."""
+        if self.sim_policy not in SIM_POLICIES:
+            raise FieldError("sim_policy", f"MctsConfig.sim_policy={self.sim_policy!r}: must be one of "
+                             f"{', '.join(SIM_POLICIES)}")
         if self.mode not in MCTS_MODES:
-            raise ValueError(f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
+            raise FieldError("mode", f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
         for name in ("iterations", "candidates"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"MctsConfig.{name}={v!r}: must be an int >= 1")
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
+                raise FieldError(name, f"MctsConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
         if not 0 <= self.exploration < math.inf:
-            raise ValueError(f"MctsConfig.exploration={self.exploration}: must be finite and >= 0")
+            raise FieldError("exploration", f"MctsConfig.exploration={self.exploration}: must be finite and "
+                             ">= 0")
 
 
 @dataclass
 class MctsStats:
-    """Counters of one search call, summed over its games (host ints, read once at the end)."""
+    """Counters of one search call, summed over its games (kept on the device during the search, read once
+    at its end)."""
 
     draws: int = 0
     """determinizations made (root and re-determinizations)"""
     inexact: int = 0
-    """of them, where no proposal was accepted and the first that fits was used"""
+    """of them, where no proposal was accepted (the first that fits, or the fallback draw, was used)"""
+    fallback: int = 0
+    """of those, where no proposal fit and the fallback draw (_fallback_hand) was used"""
     kept: int = 0
-    """of them, where no proposal fit and the hand was left as it was"""
+    """of them, where no hand fits the information set at all and the hand was left as it was (only in a
+    world RIS-MCTS built: never at the root)"""
     exits: int = 0
     """RIS-MCTS: walks that left a re-determinized node by UCT (EXITNODE restored a hand)"""
     depth: list[int] = field(default_factory=list)
@@ -97,17 +116,67 @@ class MctsResult:
 
 
 # ---- determinization --------------------------------------------------------------------------------------
+def _subsets(h: int, device: torch.device) -> torch.Tensor:
+    """[2^h, h] bool: every subset of the hand's slots, one per row (Hall's condition runs over them)."""
+    ids = torch.arange(2**h, device=device)
+    return (ids[:, None] >> torch.arange(h, device=device)) & 1 == 1
+
+
+def _fillable(allowed: torch.Tensor, left: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """[G, ...] whether the slots of mask `slots` [G, H] can all take distinct copies of what `left`
+    [G, ..., T] holds, each slot a card allowed [G, H, T] (Hall's condition for a matching with capacities:
+    every subset S of the slots sees at least |S| copies among the cards any of its slots allows)."""
+    sub = _subsets(allowed.shape[1], allowed.device)  # [S, H]
+    inside = sub[None] & slots[:, None, :]  # [G, S, H] the subset restricted to the slots to fill
+    need = inside.sum(-1)  # [G, S]
+    seen = (inside[..., None] & allowed[:, None]).any(2)  # [G, S, T] cards some slot of S allows
+    extra = left.dim() - 2  # candidate dims between G and T
+    seen = seen.view(seen.shape[0], *([1] * extra), *seen.shape[1:]).transpose(-1, -2)  # [G, .., T, S]
+    have = torch.matmul(left.unsqueeze(-2).double(), seen.double()).squeeze(-2)  # [G, ..., S] (exact)
+    return (have >= need.view(need.shape[0], *([1] * extra), -1)).all(-1)
+
+
+def _fallback_hand(game: GameConfig, allowed: torch.Tensor, unseen: torch.Tensor, held: torch.Tensor,
+                   keys: torch.Tensor) -> torch.Tensor:
+    """[G, H] a hand that fits whenever one does: slot by slot, a card with weight allowed x copies left,
+    among the cards after which the later slots can still be filled (_fillable). Reads only what `allowed`,
+    `unseen` and `held` say (the player's observations); random numbers uniform(keys, FALLBACK, slot)."""
+    g, h, t = held.shape[0], game.hand_size, game.card_types
+    dev = held.device
+    left = unseen.clone()
+    hand = torch.full((g, h), -1, dtype=torch.long, device=dev)
+    slot_ids = torch.arange(h, device=dev)
+    eye = torch.eye(t, dtype=torch.long, device=dev)
+    u = uniform(keys[:, None], FALLBACK, slot_ids[None, :])  # [G, H]
+    for s in range(h):
+        on = held[:, s]
+        later = held & (slot_ids > s)[None, :]  # [G, H]
+        after = (left[:, None, :] - eye[None]).clamp(min=0)  # [G, T, T] copies left if card c goes here
+        ok = _fillable(allowed, after, later)  # [G, T]
+        w = allowed[:, s, :] * left * ok
+        z = w.sum(-1)
+        thr = torch.floor(u[:, s] * z.double()).long()
+        pick = (w.cumsum(-1) > thr[:, None]).long().argmax(-1)
+        take = on & (z > 0)
+        hand[:, s] = torch.where(take, pick, -1)
+        left = left - eye[pick] * take[:, None]
+    return hand
+
+
 def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor,
-               k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A hand [G, H] for `player` [G] drawn from what that player observes: its card knowledge (hints), its
-    hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G]).
+    hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G], possible [G]).
 
     Target: P(hand) proportional to the ways of dealing it from the unseen copies, prod over slots of the
     copies left (a uniform deck conditioned on the hints). Proposal: slot by slot, a card with weight
     allowed x copies left; its probability is prod copies_left / prod Z_s (Z_s: that slot's total weight).
     Accepting with probability prod Z_s / prod Zmax_s (Zmax_s: the slot's total weight before any slot took a
     card) makes the accepted hands exact draws from the target. Random numbers: uniform(keys, DRAW, cand,
-    slot) and uniform(keys, ACCEPT, cand), keys [G]. The player's own cards are never read.
+    slot) and uniform(keys, ACCEPT, cand), keys [G]. None accepted: the first proposal that fits; none fits
+    (the proposal can use up a card a later slot needed): `_fallback_hand`, which fits wherever any hand
+    does (`possible`; false only in a world no hand fits, e.g. one EXITNODE left with incompatible cards:
+    then the returned row is not a hand). The player's own cards are never read.
     """
     g, h, t = state.batch_size, game.hand_size, game.card_types
     dev = state.device
@@ -141,22 +210,26 @@ def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys:
     first_acc = torch.where(accept, cand, k).min(1).values  # [G]
     first_fit = torch.where(fits, cand, k).min(1).values
     pick = torch.where(first_acc < k, first_acc, first_fit).clamp(max=k - 1)
-    out = hands[rows, pick]
-    return out, first_acc < k, first_fit < k
+    out = torch.where((first_fit < k)[:, None], hands[rows, pick],
+                      _fallback_hand(game, allowed, unseen, held, keys))
+    possible = _fillable(allowed, unseen, held)
+    return out, first_acc < k, first_fit < k, possible
 
 
 def determinize(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor, k: int,
-                mask: torch.Tensor, stats: MctsStats | None = None) -> HanabiState:
+                mask: torch.Tensor, tally: torch.Tensor | None = None) -> HanabiState:
     """`state` with `player`'s [G] hand and the deck redrawn from that player's information set in the rows
     of mask [G] (engine.set_hand: the undealt cards are the unseen copies minus the hand, reshuffled with
-    hash_keys(keys, DECK)). A row where no proposal fits keeps its hand and deck."""
-    hands, accepted, fits = draw_hands(game, state, player, keys, k)
+    hash_keys(keys, DECK)). A row where no hand fits the information set keeps its hand and deck (never at
+    the root: the searcher's true hand fits its own observations). tally [4] (device int64), when given,
+    adds the rows drawn, not accepted, drawn by the fallback and kept (MctsStats' counters, no host sync)."""
+    hands, accepted, fits, possible = draw_hands(game, state, player, keys, k)
     drawn = engine.set_hand(game, state, player, hands, hash_keys(keys, DECK))
-    if stats is not None:
-        stats.draws += int(mask.sum())
-        stats.inexact += int((mask & fits & ~accepted).sum())
-        stats.kept += int((mask & ~fits).sum())
-    return drawn.where(mask & fits, state)
+    if tally is not None:
+        ok = mask & possible
+        tally += torch.stack([mask.sum(), (ok & ~accepted).sum(), (ok & ~fits).sum(),
+                              (mask & ~possible).sum()])
+    return drawn.where(mask & possible, state)
 
 
 def restore(game: GameConfig, saved: HanabiState, after: HanabiState, mask: torch.Tensor) -> HanabiState:
@@ -248,14 +321,18 @@ def random_legal(legal: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return (legal.long().cumsum(1) > nth[:, None]).long().argmax(1)
 
 
+CHECK_EVERY = 4
+"""Engine steps between two host reads of whether any walk or simulation is still going (the one sync in
+those loops; the steps in between are masked no-ops for the games that have stopped)."""
+
+
 def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, blueprint: BlueprintPolicy | None,
-              hid: tuple | None) -> HanabiState:
-    """Play every game to its end: uniformly random legal moves (random_legal with uniform(seeds, t) at the
-    t-th simulated move, all drawn at once) or the blueprint's greedy moves."""
-    horizon = int(engine.moves_left_bound(game, state).max())
+              hid: tuple | None, horizon: int) -> HanabiState:
+    """Play every game to its end (at most `horizon` moves): uniformly random legal moves (random_legal with
+    uniform(seeds, t) at the t-th simulated move, all drawn at once) or the blueprint's greedy moves."""
     u = uniform(seeds[:, None], torch.arange(horizon, device=state.device))  # [G, horizon]
     for t in range(horizon):
-        if bool(state.done.all()):
+        if t % CHECK_EVERY == 0 and bool(state.done.all()):
             break
         if blueprint is None:
             moves = random_legal(engine.legal_moves(game, state), u[:, t])
@@ -273,7 +350,10 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
            blueprint: BlueprintPolicy | None = None) -> MctsResult:
     """One search per game for its player to move; keys [G] int64 name each game's random numbers (use a
     fresh key per decision). root: the real games (none finished); the searcher's own cards and the deck
-    order are never read: every iteration redraws them from what the searcher observes."""
+    order are never read: every iteration redraws them from what the searcher observes.
+
+    Host syncs: one read of the games' move bound, one every CHECK_EVERY walk or simulation steps, and the
+    counters at the end; none inside a step."""
     g, m, dev = root.batch_size, game.num_moves, root.device
     cap = cfg.iterations + 1  # one node per iteration at most, plus the root
     child = torch.full((g * cap, m), -1, dtype=torch.long, device=dev)
@@ -284,28 +364,29 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     searcher = root.cur_player
     ris = cfg.mode == "ris-mcts"
     move_ids = torch.arange(m, device=dev)
-    stats = MctsStats()
+    tally = torch.zeros(5, dtype=torch.long, device=dev)  # draws, inexact, fallback, kept, exits
     deepest = torch.zeros(g, dtype=torch.long, device=dev)
     everyone = torch.ones(g, dtype=torch.bool, device=dev)
+    # public counts bound every game's remaining moves, the same in every determinization: walk + simulation
+    horizon = int(engine.moves_left_bound(game, root).max())
     for it in range(cfg.iterations):
         state = determinize(game, root, searcher, hash_keys(keys, it, REDRAW, 0), cfg.candidates, everyone,
-                            stats)
+                            tally[:4])
         hid = blueprint.hid if blueprint is not None else None
         node = torch.zeros(g, dtype=torch.long, device=dev)
         path = [node]
         live = torch.ones(g, dtype=torch.bool, device=dev)
-        depth = 0
-        while True:
+        # a walk adds one node below the tree's deepest, which iteration `it` has at depth `it` at most
+        for depth in range(1, min(it + 1, horizon) + 1):
             live = live & ~state.done
-            if not bool(live.any()):
+            if depth % CHECK_EVERY == 0 and not bool(live.any()):
                 break
-            depth += 1
             mover = state.cur_player
             saved = state
             if ris:
                 enter = live & (mover != searcher)
                 state = determinize(game, state, mover, hash_keys(keys, it, REDRAW, depth), cfg.candidates,
-                                    enter, stats)
+                                    enter, tally[:4])
             if blueprint is not None:  # every seat reads the state its mover decides in
                 _, _, _, seen = seat_q(game, state, blueprint.q_fn, hid)
                 hid = _where_hid(live, seen, hid, game.players)
@@ -323,7 +404,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             state = stepped.where(live, state)
             if ris:
                 state = restore(game, saved, state, enter & ~expand)
-                stats.exits += int((enter & ~expand).sum())
+                tally[4] += (enter & ~expand).sum()
             new = size.clone()
             child[base + node, move] = torch.where(expand, new, kids.gather(1, move[:, None]).squeeze(1))
             size = size + expand.long()
@@ -332,7 +413,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             path.append(torch.where(live, nxt, -1))
             deepest = torch.where(live, torch.maximum(deepest, torch.full_like(deepest, depth)), deepest)
             live = live & ~expand
-        final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid)
+        final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid, horizon)
         score = final.fireworks.sum(1).double() / game.max_score  # points kept on the last life (the paper)
         on = torch.stack(path, 1)  # [G, depth + 1]
         rows = (base[:, None] + on.clamp(min=0)).flatten()  # a path's padding adds 0 to its root
@@ -342,5 +423,6 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     kid_rows = base[:, None] + kids.clamp(min=0)
     v = torch.where(kids >= 0, visits[kid_rows], 0)
     w = torch.where(kids >= 0, value[kid_rows], 0.0)
-    stats.depth = deepest.tolist()
+    draws, inexact, fallback, kept, exits = tally.tolist()
+    stats = MctsStats(draws, inexact, fallback, kept, exits, deepest.tolist())
     return MctsResult(best_root_move(w, v), v, w, stats)

@@ -1,5 +1,6 @@
 """Playing whole games with a search set-up: batches of games one after another (or in concurrent groups), one
-searching seat's loop (agent) or both seats' (joint_range, multi-agent SPARTA), gathered over shards."""
+searching seat's loop (agent), both seats' (joint_range, multi-agent SPARTA) or every seat's tree search
+(mcts_play), gathered over shards."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from ..graphs import Graphs
 from ..shards import ONE, Shard
-from . import agent, joint_range
+from . import agent, joint_range, mcts_play
 from .agent import GameResult, Progress, Tally
 
 if TYPE_CHECKING:
@@ -36,8 +37,9 @@ def play_games(setup: SearchSetup, games: int, seed: int = 0, batch_games: int =
     out: list[GameResult] = []
     # one set of captured rollout steps per concurrent group: replays share their static buffers
     graphs = [Graphs(setup.device) if setup.cfg.cuda_graphs else None for _ in range(groups)]
-    # sparta-ma: both seats search
-    play_batch = joint_range.play_batch if setup.mode.joint else agent.play_batch
+    # sparta-ma: both seats search; a tree search: every seat
+    play_batch = (joint_range.play_batch if setup.mode.joint else mcts_play.play_batch if setup.mode.tree
+                  else agent.play_batch)
     part = shard.games(games)
     mine = range(first + part.start, first + part.stop)
     tally = Tally(progress, len(mine)) if progress is not None else None

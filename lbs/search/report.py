@@ -23,7 +23,9 @@ class SearchSummary:
     moves where the search move replaced the blueprint move; fallback_pct: searched moves where too few
     sampled hands were valid and the blueprint move was played; knowledge and belief_type: LBS only, where
     its hands were drawn (SearchConfig.knowledge and belief_type), None for a mode that draws none from a
-    belief.
+    belief. A tree search (MO-ISMCTS, RIS-MCTS; every seat searches) counts MCTS iterations as its rollouts
+    (each plays one simulation to the end), and has decision_depth: the mean over searched moves of the
+    deepest node of the move's tree (the paper's decision depth); None for the other modes.
     """
 
     mode: str
@@ -42,6 +44,7 @@ class SearchSummary:
     fallback_pct: float
     knowledge: str | None = None
     belief_type: str | None = None
+    decision_depth: float | None = None
 
     def lines(self) -> list[str]:
         k, b = self.knowledge, self.belief_type or "learned"
@@ -52,10 +55,15 @@ class SearchSummary:
             out.append(f"paired difference (search - blueprint): {self.paired_diff:+.3f} ± "
                        f"{self.paired_sem:.3f} over {self.games} deals: "
                        f"{verdict(self.paired_diff, self.paired_sem, self.games)}")
+        unit = "iterations" if self.decision_depth is not None else "rollouts"
         out.append(
             f"time: {self.seconds_per_game:.2f} s per game, {self.seconds_per_search:.3f} s per searched "
-            f"move ({self.searched_moves} searched moves), {self.rollouts_per_s:,.0f} rollouts/s"
+            f"move ({self.searched_moves} searched moves), {self.rollouts_per_s:,.0f} {unit}/s"
         )
+        if self.decision_depth is not None:
+            out.append(f"tree search at every seat: {self.rollouts / max(self.searched_moves, 1):.0f} "
+                       f"iterations per move, mean decision depth {self.decision_depth:.2f}")
+            return out
         out.append(
             f"search moves that deviate from the blueprint: {self.deviation_pct:.1f}%, sampler fallbacks "
             f"(too few valid hands, or a range above --max-range): {self.fallback_pct:.1f}%"
@@ -125,10 +133,11 @@ def evaluation(results: list[GameResult], game_max: int) -> EvalResult:
 
 def summarize_run(
     mode: str, results: list[GameResult], blueprint: list[GameResult] | None, seconds: float, max_score: int,
-    knowledge: str | None = None, belief_type: str | None = None,
+    knowledge: str | None = None, belief_type: str | None = None, tree: bool = False,
 ) -> SearchSummary:
     """The summary of a run, paired with the blueprint's games on the same deals when given; knowledge and
-    belief_type: an LBS run's SearchConfig fields (SearchSetup.knowledge_shown and belief_shown)."""
+    belief_type: an LBS run's SearchConfig fields (SearchSetup.knowledge_shown and belief_shown); tree: a
+    tree search's run (its decisions carry their depth)."""
     n = len(results)
     searched = sum(r.searched for r in results)
     rollouts = sum(r.rollouts for r in results)
@@ -151,4 +160,10 @@ def summarize_run(
         fallback_pct=100.0 * sum(r.fallbacks for r in results) / max(searched, 1),
         knowledge=knowledge,
         belief_type=belief_type,
+        decision_depth=_mean_depth(results) if tree else None,
     )
+
+
+def _mean_depth(results: list[GameResult]) -> float:
+    depths = [d["depth"] for r in results for d in r.decisions]
+    return sum(depths) / max(len(depths), 1)

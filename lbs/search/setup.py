@@ -22,6 +22,7 @@ from ..models.io import shipped_belief
 from .bayes_belief import BayesBelief
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
+from .mcts import MctsConfig
 from .samplers import HandSampler, LearnedBelief, serve
 from .timing import Timing
 
@@ -46,7 +47,7 @@ def check_blueprint(mode: Mode, net: nn.Module) -> Capabilities:
     if mode.depth is not None and not caps.value:
         raise ValueError(f"{mode}: bootstraps its leaves with the blueprint's Q-values, and this "
                          "blueprint's scores mark its move and are no value; use lbs-inf or sparta")
-    if mode.searches and not caps.public_state:
+    if mode.searches and not mode.tree and not caps.public_state:
         raise ValueError(f"{mode}: search needs a blueprint whose recurrent state sees public "
                          "features only (publ_lstm or ff), so one state serves every sampled hand; this "
                          "one's is private (lstm), so its partner state would carry the searcher's true "
@@ -71,6 +72,9 @@ class SearchSetup:
     device: torch.device
     timing: Timing | None = None
     make_sampler: Callable[[], HandSampler] | None = None
+    mcts: MctsConfig = dataclasses.field(default_factory=MctsConfig)
+    """a tree search's settings (MO-ISMCTS, RIS-MCTS: Mode.tree; its `mode` is the run's mode, whatever
+    this says); the other modes ignore it"""
     smartbot: CardKnowledge | None = None
     """SmartBot for the blueprint's game, followed beside a blueprint that keeps no card knowledge of its own:
     the knowledge LBS draws its hands within (SearchConfig.knowledge "smartbot"); loaded by the first

@@ -19,7 +19,7 @@ from lbs.hanabi.config import DISCARD, PLAY
 from lbs.hanabi.rng import hash_keys, uniform
 from lbs.hanabi.state import HanabiState
 from lbs.search import mcts
-from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, REDRAW, ROLLOUT, BlueprintPolicy, MctsConfig
+from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, FALLBACK, REDRAW, ROLLOUT, BlueprintPolicy, MctsConfig
 from lbs.seeding import Stream, game_seeds
 
 GAME2 = GameConfig(players=2, colors=2, ranks=3, hand_size=3, bomb_zero=False)
@@ -75,7 +75,49 @@ def ref_draw(game: GameConfig, s: HanabiState, player: int, key: int, k: int) ->
             return hand
         if fits and first_fit is None:
             first_fit = hand
-    return first_fit
+    return first_fit if first_fit is not None else ref_fallback(game, s, player, key)
+
+
+def _can_fill(allowed: list[list[bool]], slots: list[int], left: list[int]) -> bool:
+    """Whether the slots can take distinct copies of `left`, each a card it allows (plain backtracking)."""
+    if not slots:
+        return True
+    for c, n in enumerate(left):
+        if n and allowed[slots[0]][c]:
+            left[c] -= 1
+            ok = _can_fill(allowed, slots[1:], left)
+            left[c] += 1
+            if ok:
+                return True
+    return False
+
+
+def ref_fallback(game: GameConfig, s: HanabiState, player: int, key: int) -> list[int] | None:
+    """mcts._fallback_hand for one game: slot by slot, weight allowed x copies left among the cards after
+    which the later slots can still be filled; None where no hand fits at all."""
+    t, r = game.card_types, game.ranks
+    left = engine.unseen_counts(game, s, torch.tensor([player]))[0].tolist()
+    cp, rp = s.color_plausible[0, player].tolist(), s.rank_plausible[0, player].tolist()
+    allowed = [[bool(cp[j][c // r] and rp[j][c % r]) for c in range(t)] for j in range(game.hand_size)]
+    slots = [j for j, c in enumerate(s.hands[0, player].tolist()) if c >= 0]
+    if not _can_fill(allowed, slots, list(left)):
+        return None
+    hand = [-1] * game.hand_size
+    for i, slot in enumerate(slots):
+        w = []
+        for c in range(t):
+            left[c] -= 1
+            ok = left[c] >= 0 and allowed[slot][c] and _can_fill(allowed, slots[i + 1:], left)
+            left[c] += 1
+            w.append(left[c] if ok else 0)
+        thr, acc = math.floor(_u(key, FALLBACK, slot) * sum(w)), 0
+        for c in range(t):
+            acc += w[c]
+            if acc > thr:
+                hand[slot] = c
+                left[c] -= 1
+                break
+    return hand
 
 
 def ref_determinize(game: GameConfig, s: HanabiState, player: int, key: int, k: int) -> HanabiState:
@@ -173,7 +215,7 @@ def test_batched_trees_equal_the_per_game_reference(game, mode):
     state = state.index(live)
     keys = torch.arange(state.batch_size) * 7 + 3
     res = mcts.search(game, state, cfg, keys)
-    assert res.stats.kept == 0
+    assert res.stats.kept == 0 and res.stats.draws > cfg.iterations * state.batch_size * (mode == "ris-mcts")
     assert (res.stats.exits > 0) == (mode == "ris-mcts")  # walks left re-determinized nodes (EXITNODE ran)
     for g in range(state.batch_size):
         v, w = ref_search(game, state.index(torch.tensor([g])), cfg, int(keys[g]))
@@ -228,8 +270,9 @@ def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game
     state = roots(game, 40, 6, seed=2)
     for player in range(game.players):
         who = torch.full((40,), player)
-        hands, accepted, fits = mcts.draw_hands(game, state, who, torch.arange(40) + 100 * player, 8)
-        assert fits.all() and accepted.float().mean() > 0.5
+        keys = torch.arange(40) + 100 * player
+        hands, accepted, fits, possible = mcts.draw_hands(game, state, who, keys, 8)
+        assert fits.all() and possible.all() and accepted.float().mean() > 0.5
         assert _valid(game, state, who, hands).all()
     # one game, many draws: frequencies match the counting weights of every hand the hints allow
     early, player, n = roots(game, 20, 3, seed=2), 1, 20_000
@@ -238,7 +281,7 @@ def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game
     games = [early.index(torch.tensor([g])) for g in hinted]
     one, exact = max(((s, _posterior(game, s, player)) for s in games), key=lambda x: len(x[1]))
     who = torch.full((n,), player)
-    hands, accepted, _ = mcts.draw_hands(game, one.replicate(n), who, torch.arange(n), 16)
+    hands, accepted, _, _ = mcts.draw_hands(game, one.replicate(n), who, torch.arange(n), 16)
     assert accepted.all()
     total = sum(exact.values())
     seen: dict[tuple, int] = {}
@@ -253,8 +296,8 @@ def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game
 def _swap_hidden(game: GameConfig, state: HanabiState, player: torch.Tensor, key: int) -> HanabiState:
     """The same games with `player` holding another hand that fits everything it observed (and a reshuffled
     deck): what it sees is unchanged, its hidden cards are not."""
-    hands, _, fits = mcts.draw_hands(game, state, player, torch.arange(state.batch_size) + key, 16)
-    assert fits.all()
+    hands, _, _, possible = mcts.draw_hands(game, state, player, torch.arange(state.batch_size) + key, 16)
+    assert possible.all() and _valid(game, state, player, hands).all()
     return engine.set_hand(game, state, player, hands, torch.arange(state.batch_size) + key)
 
 
@@ -331,3 +374,45 @@ def test_bad_settings_are_refused_naming_the_field():
         MctsConfig(iterations=0)
     with pytest.raises(ValueError, match="exploration"):
         MctsConfig(exploration=-1.0)
+
+
+def _narrowed(game: GameConfig, state: HanabiState) -> HanabiState:
+    """The running games with the mover's card knowledge narrowed as hints could narrow it: slot 1 known
+    exactly, slot 0 either its own card or slot 1's colour and rank; so a slot-by-slot proposal that gives
+    slot 0 slot 1's card (its last unseen copy) leaves slot 1 nothing."""
+    state = state.index((~state.done).nonzero().squeeze(1))
+    rows, who = torch.arange(state.batch_size), state.cur_player
+    hand = state.hands[rows, who]  # [B, H]
+    col, rank = hand // game.ranks, hand % game.ranks
+    cp, rp = state.color_plausible.clone(), state.rank_plausible.clone()
+    one_c = torch.nn.functional.one_hot(col[:, :2], game.colors).bool()  # [B, 2, C]
+    one_r = torch.nn.functional.one_hot(rank[:, :2], game.ranks).bool()
+    cp[rows, who, 0], rp[rows, who, 0] = one_c.any(1), one_r.any(1)
+    cp[rows, who, 1], rp[rows, who, 1] = one_c[:, 1], one_r[:, 1]
+    return state.replace(color_plausible=cp, rank_plausible=rp)
+
+
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+def test_the_fallback_draw_fits_equals_the_reference_and_never_reads_the_true_hand(game):
+    """One proposal per draw: where it fits no hand (it used up a card a later slot needed) the fallback
+    draws one that fits from what the player observes only, so swapping the searcher's true hand for another
+    it cannot tell apart changes no draw, no random number and no decision."""
+    state = _narrowed(game, roots(game, 200, 4, seed=6))
+    n, who = state.batch_size, state.cur_player
+    keys, everyone = torch.arange(n) + 40, torch.ones(n, dtype=torch.bool)
+    hands, _, fits, possible = mcts.draw_hands(game, state, who, keys, 1)
+    assert possible.all() and int((~fits).sum()) >= 3
+    assert _valid(game, state, who, hands).all()
+    for g in (~fits).nonzero().flatten().tolist():
+        one = state.index(torch.tensor([g]))
+        assert ref_draw(game, one, int(who[g]), int(keys[g]), 1) == hands[g].tolist()
+    other = _swap_hidden(game, state, who, 700)
+    assert int((other.hands != state.hands).any(2).any(1).sum()) > 3
+    a = mcts.determinize(game, state, who, keys, 1, everyone)
+    b = mcts.determinize(game, other, who, keys, 1, everyone)
+    assert torch.equal(a.hands, b.hands) and torch.equal(a.deck, b.deck)
+    cfg = MctsConfig(mode="ris-mcts", iterations=12, candidates=1)
+    ra, rb = mcts.search(game, state, cfg, keys), mcts.search(game, other, cfg, keys)
+    assert ra.stats.fallback > 0 and ra.stats.kept == rb.stats.kept
+    assert torch.equal(ra.visits, rb.visits) and torch.equal(ra.value, rb.value)
+    assert torch.equal(ra.move, rb.move)

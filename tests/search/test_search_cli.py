@@ -79,6 +79,38 @@ def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     assert min(r.score for r in records) > 15  # SmartBot's 3-player mean is 22.9
 
 
+def test_a_tree_search_plays_every_seat_and_writes_records_that_replay(tmp_path):
+    """ris-mcts on the 2-colour game with the network as the simulation policy, and mo-ismcts with 4 players
+    (SmartBot the baseline, random simulations): a result line like the other modes', records that replay."""
+    out = tmp_path / "ris.json"
+    r = run("--mode", "ris-mcts", "--blueprint", PAIR[1], "--games", "1", "--iterations", "4",
+            "--sim-policy", "blueprint", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "4 iterations per move at every seat" in r.stderr and "sim_policy=blueprint" in r.stderr
+    for want in ("ris-mcts: score", "blueprint on the same deals", "paired difference", "iterations/s",
+                 "4 iterations per move, mean decision depth"):
+        assert want in r.stdout, want
+    blob = json.loads(out.read_text())
+    assert blob["config"]["mcts"]["iterations"] == 4 and blob["config"]["mcts"]["sim_policy"] == "blueprint"
+    records = [GameRecord.from_dict(g["record"]) for g in blob["games"]]
+    final = replay(records)
+    assert torch.equal(final.score, torch.tensor([r.score for r in records]))
+    game = blob["games"][0]
+    assert game["searched"] == len(records[0].moves) and game["rollouts"] == 4 * game["searched"]
+    dec = game["decisions"][0]
+    assert dec["move"] in [c["id"] for c in dec["candidates"].values()]
+    assert sum(c["visits"] for c in dec["candidates"].values()) == 4
+    four = run("--mode", "mo-ismcts", "--blueprint", "smartbot", "--players", "4", "--games", "1",
+               "--iterations", "3", "--no-blueprint-baseline", "--out", str(tmp_path / "mo4.json"),
+               cwd=tmp_path)
+    assert four.returncode == 0, four.stderr[-2000:]
+    assert "mo-ismcts: score" in four.stdout and "GameConfig(players=4," in four.stderr
+    games = json.loads((tmp_path / "mo4.json").read_text())["games"]
+    records = [GameRecord.from_dict(g["record"]) for g in games]
+    assert records[0].cfg.players == 4
+    replay(records)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--mode", "lbs-0"], "at least one"),
     (["--mode", "mcts"], "unknown mode"),
@@ -97,6 +129,13 @@ def test_a_rule_bot_plays_the_player_count_asked(tmp_path):
     (["--mode", "lbs-2", "--knowledge", "bogus"],
      "--knowledge: invalid choice: 'bogus' (choose from 'smartbot', 'none')"),
     (["--mode", "sparta", "--knowledge", "none"], "--knowledge: matters to no mode here (sparta)"),
+    (["--mode", "ris-mcts", "--blueprint", PAIR[1], "--iterations", "0"],
+     "--iterations 0: MctsConfig.iterations=0: must be an int in 1.."),
+    (["--mode", "mo-ismcts", "--blueprint", PAIR[1], "--exploration", "-1"], "MctsConfig.exploration=-1.0"),
+    (["--mode", "ris-mcts", "--blueprint", PAIR[1], "--sim-policy", "bogus"], "invalid choice: 'bogus'"),
+    (["--mode", "ris-mcts", "--blueprint", PAIR[1], "--rollouts", "100"],
+     "--rollouts: matters to no mode here (ris-mcts)"),
+    (["--mode", "lbs-2", "--iterations", "5"], "--iterations: matters to no mode here (lbs-2)"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     base = [] if "--blueprint" in args else PAIR[:2]

@@ -1,0 +1,104 @@
+"""Whole games with a tree search (MO-ISMCTS, RIS-MCTS) at every seat: the paper's "all players use the
+same agent". Every move of every game in the batch is one lockstep `mcts.search` call over the games still
+running; its simulation policy is MctsConfig.sim_policy's, its random numbers keyed by game number and
+move, so a game's moves do not depend on the batch it is played in (play_games' contract)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..acting import QFunction, seat_q
+from ..graphs import Graphs
+from ..hanabi import engine
+from ..hanabi.interop.record import GameRecord
+from ..hanabi.rng import hash_keys
+from ..models.io import RULE_BOTS
+from ..models.qnet import select_rows
+from ..seeding import Stream, game_seeds, pack
+from .agent import GameResult, Tally
+from .mcts import BlueprintPolicy, MctsConfig, search
+
+if TYPE_CHECKING:
+    from .setup import SearchSetup
+
+
+def simulation_policy(setup: SearchSetup, cfg: MctsConfig) -> tuple[QFunction, object] | None:
+    """(step, the module whose initial_state starts it) for MctsConfig.sim_policy: the run's blueprint as
+    served, a rule bot by name built for the game, or None for uniformly random moves."""
+    if cfg.sim_policy == "random":
+        return None
+    if cfg.sim_policy == "blueprint":
+        return setup.q_fn, setup
+    bot = RULE_BOTS[cfg.sim_policy](setup.game, setup.device)
+    return bot.step, bot
+
+
+def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None,
+               tally: Tally | None) -> list[GameResult]:
+    """The games `ids` (global numbers) to their end, every move searched. Host syncs: one per real move
+    (which games still run) and the search's own (lbs.search.mcts.search)."""
+    del graphs  # tree search captures no graphs
+    game, dev, p = setup.game, setup.device, setup.game.players
+    cfg = dataclasses.replace(setup.mcts, mode=str(setup.mode))
+    g_n = ids.shape[0]
+    state = engine.reset(game, game_seeds(Stream.EVAL, seed, g_n, int(ids[0]), dev))
+    deck = state.deck.cpu()
+    policy = simulation_policy(setup, cfg)
+    hid = policy[1].initial_state(g_n * p) if policy is not None else None
+    base = pack(Stream.SEARCH, seed, ids)  # [G] each game's search key
+    key = object()
+    if tally is not None:
+        tally.start(key, g_n, int(engine.moves_left_bound(game, state).sum()))
+    moves, decisions = [], []
+    while True:
+        live = (~state.done).nonzero().squeeze(1)
+        if live.numel() == 0:
+            break
+        root = state.index(live)
+        keys = hash_keys(base.index_select(0, live), root.num_steps)
+        blueprint = None
+        if policy is not None:
+            rows = (live[:, None] * p + torch.arange(p, device=dev)).reshape(-1)
+            blueprint = BlueprintPolicy(policy[0], select_rows(hid, rows))
+        res = search(game, root, cfg, keys, blueprint)
+        move = torch.zeros(g_n, dtype=torch.long, device=dev).index_copy(0, live, res.move)
+        decisions.append((int(state.num_steps.max()), live.cpu(), res))
+        if policy is not None:  # every seat reads the state the move is made in
+            _, _, _, hid = seat_q(game, state, policy[0], hid)
+        moves.append(torch.where(state.done, -1, move))
+        before = int(live.numel())
+        state, _, _ = engine.step(game, state, move)
+        if tally is not None:
+            tally.step(key, before, before, int(engine.moves_left_bound(game, state).sum()))
+    if tally is not None:
+        tally.finish(key, g_n)
+    return _results(game, deck, torch.stack(moves, 1).cpu(), state, decisions, cfg.iterations)
+
+
+def _results(game, deck: torch.Tensor, moves: torch.Tensor, final, decisions: list, iterations: int
+             ) -> list[GameResult]:
+    """Records and, per searched move, its root statistics: each tried move's visits and mean scaled score,
+    and the decision depth (the deepest node of that tree)."""
+    score, bombed = final.score.cpu(), (final.life_tokens <= 0).cpu()
+    out = []
+    for i in range(deck.shape[0]):
+        played = [int(m) for m in moves[i] if m >= 0]
+        out.append(GameResult(GameRecord(game.to_dict(), deck[i].tolist(), played, int(score[i])),
+                              bool(bombed[i])))
+    for step, live, res in decisions:
+        visits, value, move = res.visits.cpu(), res.value.cpu(), res.move.cpu()
+        for k, i in enumerate(live.tolist()):
+            r = out[i]
+            r.searched += 1
+            r.rollouts += iterations
+            tried = visits[k].nonzero().flatten().tolist()
+            r.decisions.append({
+                "step": step, "move": int(move[k]), "depth": res.stats.depth[k],
+                "candidates": {game.move_name(m): {"id": m, "visits": int(visits[k, m]),
+                                                   "mean": round(float(value[k, m] / visits[k, m]), 4)}
+                               for m in tried},
+            })
+    return out
