@@ -1,8 +1,8 @@
 """Train BAD (the Bayesian action decoder) on Hanabi: a public agent acting by sampled partial policies, its
 public belief updated by Bayes on them, learnt by advantage actor-critic on self-play.
 
-python train/bad.py --preset tiny                    # seconds to a minute on one CPU core
-python train/bad.py --preset small --threads 1       # the 2-colour game: minutes to hours of one core
+python train/bad.py --preset tiny                    # minutes on one CPU core
+python train/bad.py --preset small --threads 1       # the 2-colour game: long on a CPU
 python train/bad.py --preset paper --device auto     # the paper's settings (full game; needs a GPU)
 python train/bad.py --resume runs/bad/tiny-20261201-120000/latest.pt --total_updates 600
 python train/bad.py --preset tiny --net.hidden 128 --samples 500 --lr 1e-3

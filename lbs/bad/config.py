@@ -98,7 +98,7 @@ class BadConfig:
         return self.max_len or self.game.max_steps
 
 
-# Seconds on one CPU core: one colour of 4 ranks, 2-card hands (16 private views: the update is exact).
+# Minutes on one CPU core: one colour of 4 ranks, 2-card hands (16 private views: the update is exact).
 TINY = BadConfig(
     game=GameConfig(players=2, colors=1, ranks=4, hand_size=2),
     net=BadNetConfig(hidden=64, layers=2),
@@ -118,7 +118,8 @@ TINY = BadConfig(
 PRESETS: dict[str, BadConfig] = {
     "paper": BadConfig(),
     "tiny": TINY,
-    # The 2-colour game (5-card hands: 10 card types, 10^5 views, so drawn): minutes to hours of one core.
+    # The 2-colour game (5-card hands: 10 card types, 10^5 views, so drawn): long on a CPU
+    # (experiments/results/bad/bad_hanabi_small.md: no greedy progress in its first 222 updates).
     "small": replace(
         TINY,
         game=GameConfig(players=2, colors=2, ranks=5),
