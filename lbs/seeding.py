@@ -39,6 +39,10 @@ class Stream(IntEnum):
     """search: belief samples and rollout decks of one decision"""
     DEMO = 8
     """the demonstrator's games a blueprint run learns from (lbs.rl.demos)"""
+    BAD_TRAIN = 9
+    """BAD's self-play games (lbs.bad: game index = games played so far)"""
+    BAD_VAL = 10
+    """BAD's periodic greedy evaluation (chooses best.pt)"""
 
 
 def pack(stream: Stream, seed: int, index: torch.Tensor | int) -> torch.Tensor:

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import torch
 
+from ..belief import factorised
 from ..belief.constraints import from_obs, plausible_cards
 from ..belief.sampling import valid_hands
 from ..blueprint import CardKnowledge
 from ..hanabi.config import DISCARD, PLAY, GameConfig
 from ..hanabi.encode import encode
 from ..hanabi.engine import tables
-from ..hanabi.rng import hash32, hash_keys, uniform
+from ..hanabi.rng import hash32, hash_keys
 from ..hanabi.state import HanabiState
 from ..infer import QNetHandle
 from .range_filter import CandidatePolicy
@@ -65,7 +66,7 @@ OVERSAMPLE = 4
 """draws per wanted hand: a draw whose slots together use more copies than are unseen is rejected"""
 CHUNK = 8192
 """candidate hands per filter batch"""
-KINDS = ("v0", "v1", "v2")
+KINDS = factorised.KINDS
 """the beliefs `marginals` gives: grounded (C x HM), self-consistent, and Bayesian with the V0 mix-in"""
 
 
@@ -110,11 +111,7 @@ class BayesBelief:
             self._weigh(view, partner.nonzero().flatten())
         kind, slot = tables(self.game, move.device).move_info[move.clamp(min=0)].unbind(1)[:2]
         own = active & (before.cur_player == self.seat) & ((kind == PLAY) | (kind == DISCARD))
-        j = torch.arange(self.game.hand_size, device=move.device)
-        src = torch.where(own[:, None] & (j >= slot[:, None]), j + 1, j)  # later slots shift left
-        shifted = self.loglike.gather(1, src.clamp(max=self.game.hand_size - 1)[..., None]
-                                      .expand_as(self.loglike))
-        self.loglike = torch.where((src < self.game.hand_size)[..., None], shifted, 0.0)  # new card: L = 1
+        self.loglike = factorised.drop_slot(self.loglike, own, slot)  # shift left; a new card: L = 1
         self.hid = where_rows(active.repeat_interleave(self.game.players), hid, self.hid)
         self._observe(after)
 
@@ -144,15 +141,7 @@ class BayesBelief:
         like = torch.zeros(g * s, dtype=torch.float64, device=hands.device)
         for r in rows.split(CHUNK):
             like[r] = self._move_chance(view, flat.index_select(0, r), game.index_select(0, r))
-        like = like.view(g, s)
-        held = torch.nn.functional.one_hot(hands.clamp(min=0), self.game.card_types).double()
-        held = held * (valid[..., None] & (hands >= 0)).unsqueeze(-1)  # [G', S, H, T]
-        den, num = held.sum(1), (held * like[..., None, None]).sum(1)
-        # shrunk towards the slot's average chance (the move's marginal): a card no draw held keeps it
-        mean = num.sum(-1, keepdim=True) / den.sum(-1, keepdim=True).clamp(min=1)
-        pseudo = den + self.shrink
-        ratio = torch.where(pseudo > 0, (num + self.shrink * mean) / pseudo.clamp(min=1e-300), mean)
-        ratio = torch.where(mean > 0, ratio, 1.0)
+        ratio = factorised.likelihood_ratio(hands, valid, like.view(g, s), self.game.card_types, self.shrink)
         self.loglike.index_add_(0, games, ratio.log())
 
     def _move_chance(self, view, hands: torch.Tensor, game: torch.Tensor) -> torch.Tensor:
@@ -168,45 +157,20 @@ class BayesBelief:
     def marginals(self, kind: str = "v2") -> torch.Tensor:
         """[G, H, T] float64 per-slot card probabilities (0 in empty slots): 'v0' grounded (C x HM), 'v1'
         self-consistent, 'v2' the Bayesian belief with the V0 mix-in (the one drawn from)."""
-        if kind not in KINDS:
-            raise ValueError(f"belief kind {kind!r}: choose from {', '.join(KINDS)}")
         if kind not in self._cache:
-            counts = self.cons.unseen.double()[:, None, :]  # [G, 1, T]
-            grounded = self.allowed * counts
-            if kind == "v0":
-                out = _normalise(grounded)
-            elif kind == "v1":
-                out = self._consistent(counts, self.allowed.double())
-            else:
-                like = (self.loglike - self.loglike.amax(-1, keepdim=True).clamp(min=-1e300)).exp()
-                bayes = self._consistent(counts, self.allowed * like)
-                out = _normalise((1 - self.mix) * bayes + self.mix * _normalise(grounded))
-            self._cache[kind] = out
+            self._cache[kind] = factorised.marginals(kind, self.cons.unseen, self.allowed, self.loglike,
+                                                     self.iterations, self.mix, mix_with="v0")
         return self._cache[kind]
-
-    def _consistent(self, counts: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """Eq. 12/14: B(i, c) ~ max(C(c) - sum_{j != i} B(j, c), 0) weight(i, c), iterated from C x weight; a
-        slot the iteration empties keeps its last distribution."""
-        b = _normalise(counts * weight)
-        for _ in range(self.iterations):
-            others = b.sum(1, keepdim=True) - b
-            new = _normalise((counts - others).clamp(min=0) * weight)
-            b = torch.where(new.sum(-1, keepdim=True) > 0, new, b)
-        return b
 
     # ---- drawing hands ---------------------------------------------------------------------------------
     def _draw(self, m: int, keys: torch.Tensor, games: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """m hands per game [G'] drawn slot by slot from the Bayesian marginals with hashed counters keyed by
         keys [G']: (hands [G', m, H] long, -1 in empty slots; valid [G', m]: they fit hints and counts)."""
-        h, t = self.game.hand_size, self.game.card_types
+        h = self.game.hand_size
         p = self.marginals("v2").index_select(0, games)  # [G', H, T]
+        held = torch.arange(h, device=p.device) < self.cons.hand_len.index_select(0, games)[:, None]
+        hands = factorised.draw(p, held, m, keys)
         cum = p.cumsum(-1)
-        dev = p.device
-        u = uniform(keys.long()[:, None, None], torch.arange(m, device=dev)[None, :, None],
-                    torch.arange(h, device=dev)[None, None, :])  # [G', m, H]
-        card = (u[..., None] * cum[:, None, :, -1:] >= cum[:, None]).sum(-1).clamp(max=t - 1)
-        held = torch.arange(h, device=dev) < self.cons.hand_len.index_select(0, games)[:, None]
-        hands = torch.where(held[:, None, :], card, -1)
         c = self.cons
         valid = valid_hands(self.game, hands, c.unseen.index_select(0, games),
                             c.color_plausible.index_select(0, games), c.rank_plausible.index_select(0, games),
@@ -222,7 +186,3 @@ class BayesBelief:
         out = hands.gather(1, first[..., None].expand(-1, -1, hands.shape[2]))
         return SampledHands(torch.where(ok[..., None], out, -1), ok)
 
-
-def _normalise(x: torch.Tensor) -> torch.Tensor:
-    """x over its last axis summing to 1 (rows of zeros stay zero)."""
-    return x / x.sum(-1, keepdim=True).clamp(min=1e-300)
