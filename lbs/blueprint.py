@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from .hanabi.config import GameConfig
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,21 @@ class Blueprint(nn.Module):
              state: tuple) -> tuple[torch.Tensor, tuple]:
         """One step of every row: (scores [R, A], whose greedy legal action is the move; the next state)."""
         raise NotImplementedError
+
+
+class RuleBot(Blueprint):
+    """A blueprint with no weights (a rule bot): its game, and its device held as an empty buffer so that
+    .to(device) moves it as it moves a network."""
+
+    def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
+        super().__init__()
+        self.game = game
+        self.register_buffer("_device", torch.zeros(0), persistent=False)
+        self.to(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device.device
 
 
 @runtime_checkable

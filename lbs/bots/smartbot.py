@@ -38,7 +38,7 @@ from typing import NamedTuple, TypeVar
 
 import torch
 
-from ..blueprint import Blueprint, Capabilities
+from ..blueprint import Capabilities, RuleBot
 from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from ..hanabi.engine import Tables, device_tables, tables
 
@@ -174,7 +174,7 @@ def _compiled_on_cpu(fn: _F) -> _F:
     return run  # type: ignore[return-value]
 
 
-class SmartBot(Blueprint):
+class SmartBot(RuleBot):
     """A blueprint with the networks' interface: `initial_state(rows)` and `step(priv, publ, legal, state)
     -> (scores, state)`, row n * P + p being seat p of game n. Scores are 1 on SmartBot's move and 0
     elsewhere: they mark the move and are no value. A module without weights, so whatever serves, moves or
@@ -186,15 +186,8 @@ class SmartBot(Blueprint):
     for the discard finesse's read of partners' cards (reads_hands)"""
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
-        super().__init__()
         check_game(game)
-        self.game = game
-        self.register_buffer("_device", torch.zeros(0), persistent=False)  # follows .to(device)
-        self.to(device)
-
-    @property
-    def device(self) -> torch.device:
-        return self._device.device
+        super().__init__(game, device)
 
     def initial_state(self, rows: int, device: torch.device | str | None = None,
                       seat: int | None = None) -> SmartBotState:

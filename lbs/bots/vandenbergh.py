@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..blueprint import Blueprint, Capabilities
+from ..blueprint import Capabilities, RuleBot
 from ..hanabi.config import GameConfig
 from ..hanabi.engine import tables
 from .smartbot import color_hint, decode, rank_hint
@@ -46,7 +46,7 @@ class VanDenBerghState(NamedTuple):
     batch_dim = 0  # rows first (a class constant, not a field)
 
 
-class VanDenBergh(Blueprint):
+class VanDenBergh(RuleBot):
     """A blueprint with the networks' interface, `initial_state(rows)` and `step(priv, publ, legal, state) ->
     (scores, state)`, row n * P + p being seat p of game n. Scores are 1 on the move and 0 elsewhere: they
     mark the move and are no value."""
@@ -56,17 +56,10 @@ class VanDenBergh(Blueprint):
     """no value, no memory (so its state is trivially public)"""
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
-        super().__init__()
         if game.card_types > 31:
             raise ValueError(f"the Van den Bergh policy reads observations through SmartBot's decoder, for "
                              f"at most 31 card identities; this game has {game.card_types}")
-        self.game = game
-        self.register_buffer("_device", torch.zeros(0), persistent=False)  # follows .to(device)
-        self.to(device)
-
-    @property
-    def device(self) -> torch.device:
-        return self._device.device
+        super().__init__(game, device)
 
     def initial_state(self, rows: int, device: torch.device | str | None = None) -> VanDenBerghState:
         dev = torch.device(device) if device is not None else self.device
