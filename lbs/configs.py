@@ -16,6 +16,7 @@ import json
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 
@@ -190,3 +191,29 @@ def from_dict(cls: type, d: dict) -> Any:
                 v = tuple(r if isinstance(r, item) else from_dict(item, r) for r in v)
             kwargs[f.name] = v
     return cls(**kwargs)
+
+
+def trainer_parser(doc: str, cls: type, presets: dict[str, Any], preset: str, *, preset_help: str,
+                   resume_help: str, progress_help: str = "no progress bar (also --no-progress)",
+                   extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
+    """A train/ script's flags: its own (`extra`, first), the ones every trainer shares (--preset, --resume,
+    --overwrite, --threads, --no-progress), then `cls`'s fields with `preset`'s values shown as defaults."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extra is not None:
+        extra(ap)
+    ap.add_argument("--preset", default=None, choices=sorted(presets), help=preset_help)
+    ap.add_argument("--resume", default=None, help=resume_help)
+    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true", help=progress_help)
+    title = f"{cls.__name__} fields; [values] are the {preset!r} preset's, any flag overrides them"
+    add_dataclass_args(ap, cls, defaults=presets.get(preset, presets["tiny"]), title=title)
+    return ap
+
+
+def preset_named(argv: list[str] | None) -> str:
+    """The --preset on a command line (tiny without one), read before the full parser exists: its values
+    become the defaults --help shows."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default="tiny")
+    return pre.parse_known_args(argv)[0].preset

@@ -25,24 +25,17 @@ import torch
 
 from lbs import ckpt, cli
 from lbs.bad.config import PRESETS, BadConfig, apply_preset
-from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
+from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
 from lbs.runs import Stopped, default_out_dir, training_state
 
 KIND = "bad"
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default=None,
-                    help=f"starting config of a new run [tiny]: {', '.join(PRESETS)}")
-    ap.add_argument("--resume", default=None, help="latest.pt of a BAD run to continue")
-    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
-                    help="fewer lines (also --no-progress)")
-    title = f"BadConfig fields; [values] are the {preset!r} preset's, any flag overrides them"
-    add_dataclass_args(ap, BadConfig, defaults=PRESETS.get(preset, PRESETS["tiny"]), title=title)
-    return ap
+    return trainer_parser(__doc__, BadConfig, PRESETS, preset,
+                          preset_help="starting config of a new run [tiny]",
+                          resume_help="latest.pt of a BAD run to continue",
+                          progress_help="fewer lines (also --no-progress)")
 
 
 def build(args: argparse.Namespace) -> tuple[BadConfig, str | None]:
@@ -63,9 +56,7 @@ def build(args: argparse.Namespace) -> tuple[BadConfig, str | None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", default="tiny")
-    args = parser(pre.parse_known_args(argv)[0].preset).parse_args(argv)
+    args = parser(preset_named(argv)).parse_args(argv)
     try:  # everything up to the first update is user input: errors are one line
         if cli.threads(args.threads):
             torch.set_num_threads(args.threads)

@@ -29,26 +29,20 @@ import torch
 
 from lbs import ckpt, cli
 from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
-from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
+from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
 from lbs.models import BELIEF_KIND as KIND
 from lbs.models import BeliefConfig, stored_blueprint_path
 from lbs.runs import Stopped, default_out_dir
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--blueprint", default=None,
-                    help="blueprint checkpoint whose games the belief learns, or a rule bot: smartbot")
-    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                    help="starting config of a new run [tiny]; a resume keeps its checkpoint's")
-    ap.add_argument("--resume", default=None, help="latest.pt of a belief run to continue")
-    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
-                    help="no progress bar (also --no-progress)")
-    title = f"BeliefTrainConfig fields; [values] are the {preset!r} preset's, any flag overrides them"
-    add_dataclass_args(ap, BeliefTrainConfig, defaults=PRESETS.get(preset, PRESETS["tiny"]), title=title)
-    return ap
+    def blueprint(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--blueprint", default=None,
+                        help="blueprint checkpoint whose games the belief learns, or a rule bot: smartbot")
+
+    return trainer_parser(__doc__, BeliefTrainConfig, PRESETS, preset, extra=blueprint,
+                          preset_help="starting config of a new run [tiny]; a resume keeps its checkpoint's",
+                          resume_help="latest.pt of a belief run to continue")
 
 
 def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[BeliefTrainConfig, str]:
@@ -80,9 +74,7 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
 
 
 def main(argv: list[str] | None = None) -> None:
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", default="tiny")
-    ap = parser(pre.parse_known_args(argv)[0].preset)
+    ap = parser(preset_named(argv))
     args = ap.parse_args(argv)
     try:  # everything before training is user input: errors are one line
         if cli.threads(args.threads):

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt, cli
-from lbs.configs import add_dataclass_args, apply_overrides, flag_names, from_dict
+from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
 from lbs.rl.config import PRESETS, TrainConfig, apply_preset
@@ -45,19 +45,10 @@ from lbs.runs import Stopped, default_out_dir, say, training_state
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                    help="starting config [tiny]; with --resume, the recipe (phases) to continue with")
-    ap.add_argument("--resume", default=None,
-                    help="latest.pt of a run to continue (its config is used, then any overrides)")
-    ap.add_argument("--overwrite", action="store_true", help="allow a new run in a folder that holds one")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument(*flag_names("no_progress"), dest="no_progress", action="store_true",
-                    help="no progress bar (also --no-progress)")
-    shown = PRESETS.get(preset, PRESETS["tiny"])
-    title = f"TrainConfig fields; [values] are the {preset!r} preset's, any flag overrides them"
-    add_dataclass_args(ap, TrainConfig, defaults=shown, title=title)
-    return ap
+    return trainer_parser(
+        __doc__, TrainConfig, PRESETS, preset,
+        preset_help="starting config [tiny]; with --resume, the recipe (phases) to continue with",
+        resume_help="latest.pt of a run to continue (its config is used, then any overrides)")
 
 
 def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
@@ -80,9 +71,7 @@ def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", default="tiny")
-    args = parser(pre.parse_known_args(argv)[0].preset).parse_args(argv)
+    args = parser(preset_named(argv)).parse_args(argv)
     try:  # everything up to the first update is user input: errors are one line
         if cli.threads(args.threads):
             torch.set_num_threads(args.threads)
