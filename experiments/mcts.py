@@ -4,6 +4,8 @@ last life is lost: GameConfig.bomb_zero=False).
 
     python -m experiments.mcts --players 4 --games 48 --iterations 50 --modes mo-ismcts ris-mcts
     python -m experiments.mcts --players 4 --games 48 --iterations 50 --simulation smartbot --record NAME
+    python -m experiments.mcts --players 4 --games 8 --iterations 10 --modes ris-mcts \
+        --simulation vandenbergh --rule-moves --convention
 
 Prints, per mode, the mean score ± s.e.m. over the deals (the evaluation deals of --seed, the same for every
 mode), the wall time per move (the batch's search time over the moves it decided, so per game), the mean
