@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
 - {args.games} evaluation deals of seed {args.seed} (the same for every mode); every seat searches; score: the
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
-- tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now' convention: {"on" if args.convention else "off"}
+- tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
+  convention: {"on" if args.convention else "off"}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was
