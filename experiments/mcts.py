@@ -4,6 +4,8 @@ last life is lost: GameConfig.bomb_zero=False).
 
     python -m experiments.mcts --players 4 --games 48 --iterations 50 --modes mo-ismcts ris-mcts
     python -m experiments.mcts --players 4 --games 48 --iterations 50 --simulation smartbot --record NAME
+    python -m experiments.mcts --players 4 --games 8 --iterations 10 --modes ris-mcts \
+        --simulation vandenbergh --rule-moves --convention
 
 Prints, per mode, the mean score ± s.e.m. over the deals (the evaluation deals of --seed, the same for every
 mode), the wall time per move (the batch's search time over the moves it decided, so per game), the mean
@@ -80,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--simulation", default="random", choices=("random", *RULE_BOTS),
                     help="simulation policy: uniformly random legal moves, or a rule bot's (smartbot, "
                     "vandenbergh: the paper's rule policy)")
+    ap.add_argument("--rule-moves", action="store_true",
+                    help="the tree takes only Table II's rule moves (MctsConfig.rule_moves)")
+    ap.add_argument("--convention", action="store_true",
+                    help="the 'playable now' convention (MctsConfig.convention)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -92,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(args.threads)
         game = GameConfig(players=args.players, bomb_zero=False)
         cfgs = {m: MctsConfig(mode=m, iterations=args.iterations, exploration=args.exploration,
-                              candidates=args.candidates) for m in args.modes}
+                              candidates=args.candidates, rule_moves=args.rule_moves,
+                              convention=args.convention) for m in args.modes}
     except ValueError as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
 - {args.games} evaluation deals of seed {args.seed} (the same for every mode); every seat searches; score: the
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
+- tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
+  convention: {"on" if args.convention else "off"}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was

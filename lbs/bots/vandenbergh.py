@@ -9,19 +9,23 @@ first that applies giving the move (read from that framework's rule classes, wri
    newest such card). With one life: play the oldest card that is certainly playable.
 2. Discard the card most likely useless if it is certainly useless (ties: the newest).
 3. With a hint token: for the other players in seat order from the mover, and their cards oldest first, the
-   first card that is playable now and not fully hinted: hint its rank if no rank hint touched it, else its
-   colour.
-4. With a hint token: the same scan for the first card that is useless: its rank if no rank hint touched
-   it, else its colour.
-5. With a hint token: the hint that touches the most cards (players by absolute seat, ranks then colours,
+   first card that is playable now and not fully known: hint its rank if its holder does not know it, else
+   its colour.
+4. With a hint token: the hint that tells the most cards something new (a rank hint counts the cards whose
+   rank their holder does not know, a colour hint likewise; players by absolute seat, ranks then colours,
    the first on ties).
-6. Discard the card most likely useless (ties: the newest).
+5. Discard the card most likely useless (ties: the newest).
+
+This is the framework's "vdb-paper" agent (hint rule NEXT_USEFUL_THEN_MOST_CARDS, discard rule
+MOST_CERTAIN_IS_USELESS): it has no rule for hinting useless cards.
 
 "Chance" is per card: the share of the copies the mover cannot see that its hints on that slot allow (HLE's
 card knowledge, positive and negative hints) and that have the property. "Useless" is the framework's
-test: its colour's firework is complete, or already past the card's rank, or the rank is at most the lowest
-firework. "Hinted" means touched by a positive hint of that kind. Everything is read from the canonical
-observation, so the policy keeps no memory; its state is a placeholder with one row per seat.
+test: its colour's firework is complete or has reached the card's rank, or the rank is at most the lowest
+firework, or every copy of a lower rank of its colour still missing from the firework is discarded. A
+colour or rank is "known" when the holder's hints leave one possible (the framework's NegativeHand).
+Everything is read from the canonical observation, so the policy keeps no memory; its state is a
+placeholder with one row per seat.
 """
 
 from __future__ import annotations
@@ -82,18 +86,36 @@ class VanDenBergh(RuleBot):
         return scores, state
 
 
-def decide(game: GameConfig, obs: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor) -> torch.Tensor:
-    """[n] the rules' move for each row's player to move, from its canonical observation obs [n, D], its
-    legal moves [n, M] and its absolute seat mover [n] (rule 5 scans players by absolute seat; the
-    observation is relative to its observer). The first legal move if no rule applies (rule 5 or 6 always
-    does in a real game)."""
+class RuleView(NamedTuple):
+    """What the rules read of the player to move (n rows), shared by this policy and the tree search's
+    rule-restricted moves (lbs.search.mcts_rules)."""
+
+    p_play: torch.Tensor  # [n, H] float64 chance each own card is playable (-1: no card / no candidate)
+    p_useless: torch.Tensor  # [n, H] float64 chance each own card is useless
+    card: torch.Tensor  # [n, P-1, H] the other players' card ids (offsets 1.. from the mover; 0 if empty)
+    here: torch.Tensor  # [n, P-1, H] bool: that slot holds a card
+    playable: torch.Tensor  # [n, P-1, H] bool: that card is playable now
+    useless: torch.Tensor  # [n, P-1, H] bool: that card is useless (the framework's test)
+    rank_known: torch.Tensor  # [n, P-1, H] bool: its holder knows its rank
+    colour_known: torch.Tensor  # [n, P-1, H] bool: its holder knows its colour
+    hints: torch.Tensor  # [n] hint tokens
+    lives: torch.Tensor  # [n] lives
+    deck: torch.Tensor  # [n] cards left in the deck
+
+
+def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None) -> RuleView:
+    """What the rules read, from canonical observations obs [n, D] of the players to move. marked [n, H]
+    (the 'playable now' convention): own slots a single-card hint marked; their chance of being playable
+    is 1 unless no playable card is left for them, as the player itself works it out."""
     g, tb = game, tables(game, obs.device)
     p, h, c, k, t = g.players, g.hand_size, g.colors, g.ranks, g.card_types
-    n, dev = obs.shape[0], obs.device
+    n = obs.shape[0]
     ob = decode(g, obs)
     know = obs[:, g.layout.slices["knowledge"]].reshape(n, p, h, t + c + k).bool()  # observer first
+    plaus = know[..., :t].reshape(n, p, h, c, k)
+    # the framework's "known" colour / rank: one left possible (positive and negative hints)
+    colour_known, rank_known = plaus.any(-1).sum(-1) == 1, plaus.any(-2).sum(-1) == 1  # [n, P, H]
     allowed = know[:, 0, :, :t]  # [n, H, T] the mover's own slots, by its hints
-    colour_hinted, rank_hinted = know[..., t:t + c].any(-1), know[..., t + c:].any(-1)  # [n, P, H]
     own_here = ob.present[:, 0]  # [n, H]
     visible = torch.nn.functional.one_hot(ob.hands[:, 1:].clamp(min=0), t) * ob.present[:, 1:, :, None]
     unseen = tb.card_counts[None, :] - ob.seen - visible.sum((1, 2))  # [n, T] copies the mover cannot see
@@ -101,59 +123,92 @@ def decide(game: GameConfig, obs: torch.Tensor, legal: torch.Tensor, mover: torc
     fw = ob.fireworks.gather(1, colour_of[None, :].expand(n, t))  # [n, T] the card's colour's firework
     playable = rank_of[None, :] == fw  # [n, T]
     lowest = ob.fireworks.min(1).values[:, None]
-    useless = (fw == k) | (fw > rank_of[None, :] + 1) | (rank_of[None, :] + 1 <= lowest)  # [n, T]
+    # a rank above its firework with every copy discarded caps the colour below it (seen = discards there)
+    gone = (ob.seen == tb.card_counts[None, :]) & (rank_of[None, :] >= fw)  # [n, T]
+    cap = torch.where(gone, rank_of[None, :], k).reshape(n, c, k).min(-1).values  # [n, C]
+    useless = ((fw >= rank_of[None, :] + 1) | (rank_of[None, :] + 1 <= lowest)
+               | (rank_of[None, :] > cap.gather(1, colour_of[None, :].expand(n, t))))  # [n, T]
 
     w = allowed.long() * unseen[:, None, :].clamp(min=0)  # [n, H, T] copies each slot may be
+    if marked is not None:
+        sure = w * playable[:, None].long()
+        w = torch.where((marked & (sure.sum(-1) > 0))[..., None], sure, w)
     total = w.sum(-1)
     known = own_here & (total > 0)
     p_play = torch.where(known, (w * playable[:, None]).sum(-1).double() / total.clamp(min=1), -1.0)
     p_useless = torch.where(known, (w * useless[:, None]).sum(-1).double() / total.clamp(min=1), -1.0)
-    slots = torch.arange(h, device=dev)
-    lives, hints = ob.lives, ob.hints
-    can_discard = hints < g.max_info_tokens
-
-    # 1. play: the likeliest card at >= 0.6 with lives to spare, else the oldest certain one
-    best_play = _newest_best(p_play)
-    chance = p_play.gather(1, best_play[:, None]).squeeze(1)
-    sure = p_play == 1.0
-    oldest_sure = torch.where(sure, slots, h).min(1).values
-    r1_spare = (lives > 1) & (chance >= PLAY_CHANCE)
-    r1_last = (lives <= 1) & (oldest_sure < h)
-    r1_slot = torch.where(lives > 1, best_play, oldest_sure.clamp(max=h - 1))
-    # 2. and 6. discard: the likeliest useless card (rule 2 only when certain)
-    best_disc = _newest_best(p_useless)
-    useless_chance = p_useless.gather(1, best_disc[:, None]).squeeze(1)
-    r2 = can_discard & (useless_chance >= 1.0)
-    r6 = can_discard & (useless_chance >= 0.0)
-    # 3. and 4. a playable, then a useless, card of another player: first by seat from the mover, by slot
-    others = ob.hands[:, 1:]  # [n, P-1, H] offsets 1.. from the mover
+    card = ob.hands[:, 1:].clamp(min=0)  # [n, P-1, H] offsets 1.. from the mover
     here = ob.present[:, 1:]
-    card = others.clamp(min=0)
-    is_playable = here & playable.gather(1, card.reshape(n, -1)).reshape(card.shape)
-    is_useless = here & useless.gather(1, card.reshape(n, -1)).reshape(card.shape)
-    rank_known, colour_known = rank_hinted[:, 1:], colour_hinted[:, 1:]
-    offsets = torch.arange(1, p, device=dev)[:, None].expand(p - 1, h)  # [P-1, H]
+    return RuleView(
+        p_play=p_play, p_useless=p_useless, card=card, here=here,
+        playable=here & playable.gather(1, card.reshape(n, -1)).reshape(card.shape),
+        useless=here & useless.gather(1, card.reshape(n, -1)).reshape(card.shape),
+        rank_known=rank_known[:, 1:], colour_known=colour_known[:, 1:],
+        hints=ob.hints, lives=ob.lives, deck=ob.deck)
 
-    def tell(cand: torch.Tensor, need_new: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(fires [n], move [n]) for the first candidate card: its rank unless a rank hint touched it, else
-        its colour (need_new: skip cards with both hinted)."""
-        if need_new:
-            cand = cand & ~(rank_known & colour_known)
-        flat = cand.reshape(n, -1)
-        first = torch.where(flat, torch.arange(flat.shape[1], device=dev), flat.shape[1]).min(1).values
-        fires = (first < flat.shape[1]) & (hints > 0)
-        at = first.clamp(max=flat.shape[1] - 1)
-        cid = card.reshape(n, -1).gather(1, at[:, None]).squeeze(1)
-        off = offsets.reshape(-1)[at]
-        by_rank = ~rank_known.reshape(n, -1).gather(1, at[:, None]).squeeze(1)
-        move = torch.where(by_rank, rank_hint(g, off, rank_of[cid]), color_hint(g, off, colour_of[cid]))
-        return fires, move
 
-    r3, m3 = tell(is_playable, True)
-    r4, m4 = tell(is_useless, False)
-    # 5. the hint touching the most cards: players by absolute seat, ranks before colours, the first on ties
-    rank_hit = (torch.nn.functional.one_hot(rank_of[card], k) * here[..., None]).sum(2)  # [n, P-1, K]
-    colour_hit = (torch.nn.functional.one_hot(colour_of[card], c) * here[..., None]).sum(2)  # [n, P-1, C]
+def decide(game: GameConfig, obs: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor) -> torch.Tensor:
+    """[n] the rules' move for each row's player to move, from its canonical observation obs [n, D], its
+    legal moves [n, M] and its absolute seat mover [n] (rule 4 scans players by absolute seat; the
+    observation is relative to its observer). The first legal move if no rule applies (rule 4 or 5 always
+    does in a real game)."""
+    g, h = game, game.hand_size
+    v = view(g, obs)
+    slots = torch.arange(h, device=obs.device)
+    can_discard = v.hints < g.max_info_tokens
+    # 1. play: the likeliest card at >= 0.6 with lives to spare, else the oldest certain one
+    best_play = newest_best(v.p_play)
+    chance = v.p_play.gather(1, best_play[:, None]).squeeze(1)
+    oldest_sure = torch.where(v.p_play == 1.0, slots, h).min(1).values
+    r1_spare = (v.lives > 1) & (chance >= PLAY_CHANCE)
+    r1_last = (v.lives <= 1) & (oldest_sure < h)
+    r1_slot = torch.where(v.lives > 1, best_play, oldest_sure.clamp(max=h - 1))
+    # 2. and 5. discard: the likeliest useless card (rule 2 only when certain)
+    best_disc = newest_best(v.p_useless)
+    useless_chance = v.p_useless.gather(1, best_disc[:, None]).squeeze(1)
+    r2 = can_discard & (useless_chance >= 1.0)
+    r5 = can_discard & (useless_chance >= 0.0)
+    # 3. a playable card of another player, first by seat from the mover, by slot
+    r3, m3 = tell_first(g, v, v.playable & ~(v.rank_known & v.colour_known))
+    # 4. the hint telling the most cards something new
+    r4, m4 = most_information(g, v, mover)
+    move = legal.long().argmax(1)
+    for fires, m in ((r5, best_disc), (r4, m4), (r3, m3), (r2, best_disc),
+                     (r1_last, h + r1_slot), (r1_spare, h + r1_slot)):  # the first rule that fires wins
+        move = torch.where(fires, m, move)
+    return move
+
+
+def tell_first(game: GameConfig, v: RuleView, cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fires [n], move [n]) for the first candidate card cand [n, P-1, H] (by seat from the mover, then
+    slot): its rank unless its holder knows it, else its colour; it fires with a hint token and a candidate
+    whose holder lacks one of the two (the framework returns no move for a fully known first card)."""
+    n, dev = cand.shape[0], cand.device
+    flat = cand.reshape(n, -1)
+    first = torch.where(flat, torch.arange(flat.shape[1], device=dev), flat.shape[1]).min(1).values
+    at = first.clamp(max=flat.shape[1] - 1)
+    rank_known = v.rank_known.reshape(n, -1).gather(1, at[:, None]).squeeze(1)
+    colour_known = v.colour_known.reshape(n, -1).gather(1, at[:, None]).squeeze(1)
+    fires = (first < flat.shape[1]) & (v.hints > 0) & ~(rank_known & colour_known)
+    cid = v.card.reshape(n, -1).gather(1, at[:, None]).squeeze(1)
+    off = at // game.hand_size + 1
+    tb = tables(game, dev)
+    move = torch.where(~rank_known, rank_hint(game, off, tb.card_rank[cid]),
+                       color_hint(game, off, tb.card_color[cid]))
+    return fires, move
+
+
+def most_information(game: GameConfig, v: RuleView, mover: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fires [n], move [n]): the hint touching the most cards whose holder does not yet know that colour /
+    rank (the framework's TellMostInformation(new information)): players by absolute seat, ranks 1.. then
+    colours, the first on ties."""
+    g, tb = game, tables(game, v.card.device)
+    p, c, k = g.players, g.colors, g.ranks
+    n, dev = v.card.shape[0], v.card.device
+    new_rank, new_colour = v.here & ~v.rank_known, v.here & ~v.colour_known
+    one_hot = torch.nn.functional.one_hot
+    rank_hit = (one_hot(tb.card_rank[v.card], k) * new_rank[..., None]).sum(2)  # [n, P-1, K]
+    colour_hit = (one_hot(tb.card_color[v.card], c) * new_colour[..., None]).sum(2)  # [n, P-1, C]
     hits = torch.cat([rank_hit, colour_hit], 2)  # [n, P-1, K + C]
     seat = (mover[:, None] + torch.arange(1, p, device=dev)[None, :]) % p  # [n, P-1] absolute seats
     order = seat[..., None] * (k + c) + torch.arange(k + c, device=dev)  # [n, P-1, K + C] the scan's order
@@ -161,17 +216,10 @@ def decide(game: GameConfig, obs: torch.Tensor, legal: torch.Tensor, mover: torc
     key = torch.where(hits == top, order, p * (k + c)).reshape(n, -1)
     at = key.argmin(1)
     off, j = at // (k + c) + 1, at % (k + c)
-    m5 = torch.where(j < k, rank_hint(g, off, j), color_hint(g, off, (j - k).clamp(min=0)))
-    r5 = (hints > 0) & (top.reshape(n) > 0)
-
-    fallback = legal.long().argmax(1)
-    move = fallback
-    for fires, m in ((r6, best_disc), (r5, m5), (r4, m4), (r3, m3), (r2, best_disc),
-                     (r1_last, h + r1_slot), (r1_spare, h + r1_slot)):  # the first rule that fires wins
-        move = torch.where(fires, m, move)
-    return move
+    move = torch.where(j < k, rank_hint(g, off, j), color_hint(g, off, (j - k).clamp(min=0)))
+    return (v.hints > 0) & (top.reshape(n) > 0), move
 
 
-def _newest_best(x: torch.Tensor) -> torch.Tensor:
+def newest_best(x: torch.Tensor) -> torch.Tensor:
     """[n] the last slot among the maxima of x [n, H] (the framework's `>=` scan keeps the last)."""
     return (x.shape[1] - 1) - x.flip(1).argmax(1)

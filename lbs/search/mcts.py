@@ -36,6 +36,7 @@ from ..hanabi.rng import hash_keys, uniform
 from ..hanabi.state import HanabiState
 from ..models.qnet import state_batch_dim
 from .config import MAX_COUNT, FieldError
+from .mcts_rules import convention_marks, playable_cards, tree_moves
 
 MctsMode = Literal["mo-ismcts", "ris-mcts"]
 MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
@@ -67,6 +68,14 @@ class MctsConfig:
     "blueprint" (the run's blueprint, greedy), or a rule bot by name ("smartbot", "vandenbergh": the paper's
     rule policy, lbs.bots.vandenbergh); the caller builds it
     (search takes it as a BlueprintPolicy)"""
+    rule_moves: bool = False
+    """restrict the tree's moves at every node to those of the paper's Table II rules
+    (lbs.search.mcts_rules: at most nine, read from the mover's observation with the Van den Bergh helpers);
+    the simulation is not restricted. Off: every legal move (the paper's first Table I section)"""
+    convention: bool = False
+    """the paper's 'playable now' convention: a hint touching one card of the next player says it is
+    playable unless the receiver can tell it is not, so hints false under it are never taken in the tree,
+    and the receiver's redrawn hand (and its rule chances) keep that card playable"""
 
     def __post_init__(self) -> None:
         """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
@@ -164,7 +173,8 @@ def _fallback_hand(game: GameConfig, allowed: torch.Tensor, unseen: torch.Tensor
 
 
 def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor,
-               k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+               k: int, marked: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                    torch.Tensor]:
     """A hand [G, H] for `player` [G] drawn from what that player observes: its card knowledge (hints), its
     hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G], possible [G]).
 
@@ -183,6 +193,10 @@ def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys:
     rows = torch.arange(g, device=dev)
     unseen = engine.unseen_counts(game, state, player)  # [G, T]
     allowed = plausible_cards(game, state.color_plausible[rows, player], state.rank_plausible[rows, player])
+    if marked is not None:
+        sure = allowed & playable_cards(game, state)[:, None, :]  # [G, H, T]
+        keep = marked & (sure & (unseen > 0)[:, None, :]).any(-1)
+        allowed = torch.where(keep[..., None], sure, allowed)
     held = state.hands[rows, player] >= 0  # [G, H] the hand's length is public
     cand, slot_ids = torch.arange(k, device=dev), torch.arange(h, device=dev)
     u = uniform(keys[:, None, None], DRAW, cand[None, :, None], slot_ids[None, None, :])  # [G, K, H]
@@ -217,13 +231,15 @@ def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys:
 
 
 def determinize(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor, k: int,
-                mask: torch.Tensor, tally: torch.Tensor | None = None) -> HanabiState:
+                mask: torch.Tensor, tally: torch.Tensor | None = None,
+                marked: torch.Tensor | None = None) -> HanabiState:
     """`state` with `player`'s [G] hand and the deck redrawn from that player's information set in the rows
     of mask [G] (engine.set_hand: the undealt cards are the unseen copies minus the hand, reshuffled with
     hash_keys(keys, DECK)). A row where no hand fits the information set keeps its hand and deck (never at
     the root: the searcher's true hand fits its own observations). tally [4] (device int64), when given,
-    adds the rows drawn, not accepted, drawn by the fallback and kept (MctsStats' counters, no host sync)."""
-    hands, accepted, fits, possible = draw_hands(game, state, player, keys, k)
+    adds the rows drawn, not accepted, drawn by the fallback and kept (MctsStats' counters, no host sync).
+    marked: slots the convention marks playable (draw_hands)."""
+    hands, accepted, fits, possible = draw_hands(game, state, player, keys, k, marked)
     drawn = engine.set_hand(game, state, player, hands, hash_keys(keys, DECK))
     if tally is not None:
         ok = mask & possible
@@ -369,9 +385,10 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     everyone = torch.ones(g, dtype=torch.bool, device=dev)
     # public counts bound every game's remaining moves, the same in every determinization: walk + simulation
     horizon = int(engine.moves_left_bound(game, root).max())
+    root_marks = convention_marks(game, root) if cfg.convention else None  # the searcher is the one to move
     for it in range(cfg.iterations):
         state = determinize(game, root, searcher, hash_keys(keys, it, REDRAW, 0), cfg.candidates, everyone,
-                            tally[:4])
+                            tally[:4], root_marks)
         hid = blueprint.hid if blueprint is not None else None
         node = torch.zeros(g, dtype=torch.long, device=dev)
         path = [node]
@@ -385,12 +402,13 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             saved = state
             if ris:
                 enter = live & (mover != searcher)
+                marks = convention_marks(game, state) if cfg.convention else None
                 state = determinize(game, state, mover, hash_keys(keys, it, REDRAW, depth), cfg.candidates,
-                                    enter, tally[:4])
+                                    enter, tally[:4], marks)
             if blueprint is not None:  # every seat reads the state its mover decides in
                 _, _, _, seen = seat_q(game, state, blueprint.q_fn, hid)
                 hid = _where_hid(live, seen, hid, game.players)
-            legal = engine.legal_moves(game, state)
+            legal = tree_moves(game, state, cfg.rule_moves, cfg.convention)
             kids = child.index_select(0, base + node)  # [G, M]
             untried = legal & (kids < 0)
             expand = live & untried.any(1)
