@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import tempfile
 from pathlib import Path
 
-from .runs import make_folder
+from .configs import apply_overrides
+from .runs import default_out_dir, make_folder
 from .seeding import MAX_INDEX, MAX_SEED
 
 
@@ -76,3 +78,12 @@ def add_blueprint_args(ap: argparse.ArgumentParser, default: str | Path) -> None
                     f"(default {default})")
     ap.add_argument("--players", type=int, default=None,
                     help="players, for a rule bot (default 2); a checkpoint carries its own game")
+
+
+def with_flags(cfg, args: argparse.Namespace, kind: str):
+    """A train/ run's config with the command line's overrides (checked, ValueError, before any folder is
+    made) and, without --out_dir, a fresh runs/<kind>/<preset>-<time> folder."""
+    cfg = apply_overrides(cfg, args)
+    if args.out_dir is None:
+        cfg = dataclasses.replace(cfg, out_dir=default_out_dir(kind, args.preset or "tiny"))
+    return cfg

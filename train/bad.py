@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from lbs import ckpt, cli
 from lbs.bad.config import PRESETS, BadConfig, apply_preset
-from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
-from lbs.runs import Stopped, default_out_dir, training_state
+from lbs.configs import from_dict, preset_named, trainer_parser
+from lbs.runs import Stopped, training_state
 
 KIND = "bad"
 
@@ -49,10 +48,7 @@ def build(args: argparse.Namespace) -> tuple[BadConfig, str | None]:
             args.out_dir = str(Path(args.resume).parent)
     else:
         cfg = apply_preset(args.preset or "tiny")
-    cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
-    if args.out_dir is None:
-        cfg = replace(cfg, out_dir=default_out_dir("bad", args.preset or "tiny"))
-    return cfg, args.resume
+    return cli.with_flags(cfg, args, "bad"), args.resume
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,10 +29,10 @@ import torch
 
 from lbs import ckpt, cli
 from lbs.belief.config import PRESETS, BeliefTrainConfig, apply_preset
-from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
+from lbs.configs import from_dict, preset_named, trainer_parser
 from lbs.models import BELIEF_KIND as KIND
 from lbs.models import BeliefConfig, stored_blueprint_path
-from lbs.runs import Stopped, default_out_dir
+from lbs.runs import Stopped
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
@@ -67,10 +67,7 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
         if args.init:  # a warm start takes the model of the belief it starts from; --model.* may only agree
             init = ckpt.load(args.init, KIND)
             cfg = replace(cfg, model=from_dict(BeliefConfig, init.get("config", {}).get("model", {})))
-    cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
-    if args.out_dir is None:
-        cfg = replace(cfg, out_dir=default_out_dir("belief", args.preset or "tiny"))
-    return cfg, blueprint
+    return cli.with_flags(cfg, args, "belief"), blueprint
 
 
 def main(argv: list[str] | None = None) -> None:

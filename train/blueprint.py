@@ -37,11 +37,11 @@ from pathlib import Path
 import torch
 
 from lbs import ckpt, cli
-from lbs.configs import apply_overrides, from_dict, preset_named, trainer_parser
+from lbs.configs import from_dict, preset_named, trainer_parser
 from lbs.models import BLUEPRINT_KIND as KIND
 from lbs.models import resolve_device
 from lbs.rl.config import PRESETS, TrainConfig, apply_preset
-from lbs.runs import Stopped, default_out_dir, say, training_state
+from lbs.runs import Stopped, say, training_state
 
 
 def parser(preset: str) -> argparse.ArgumentParser:
@@ -64,10 +64,7 @@ def build(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
             args.out_dir = str(Path(args.resume).parent)
     else:
         cfg = apply_preset(args.preset or "tiny")
-    cfg = apply_overrides(cfg, args)  # checked (ValueError) before a folder is made
-    if args.out_dir is None:
-        cfg = replace(cfg, out_dir=default_out_dir("blueprint", args.preset or "tiny"))
-    return cfg, args.resume
+    return cli.with_flags(cfg, args, "blueprint"), args.resume
 
 
 def main(argv: list[str] | None = None) -> None:
