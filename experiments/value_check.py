@@ -27,6 +27,7 @@ from lbs.rl.values import value_check
 COLUMNS = ("rms_own", "rms_other", "bias_own", "bias_other", "corr_own", "corr_other", "n_own", "n_other",
            "rms_adv", "corr_adv", "sign_adv", "rms_leaf_other", "rms_leaf_adv", "corr_leaf_adv",
            "sign_leaf_adv", "mean_return")
+FLOORS = ("floor_own", "floor_other", "floor_adv")
 
 
 def main() -> None:
@@ -39,6 +40,9 @@ def main() -> None:
     ap.add_argument("--along", default=None,
                     help="a blueprint whose greedy games the states come from, the same for every one "
                     "checked (default: each one's own games)")
+    ap.add_argument("--reshuffles", type=int, default=0, metavar="K",
+                    help="also replay every branch on K orders of the undrawn cards: the floor columns, the "
+                    "return's spread that no Q can follow (0: not measured)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/value_check/value_check_<date>_NAME.md")
@@ -47,6 +51,8 @@ def main() -> None:
     try:
         cli.at_least("--games", args.games, 2)
         cli.finite("--gamma", args.gamma)
+        if args.reshuffles == 1 or args.reshuffles < 0:
+            raise ValueError(f"--reshuffles {args.reshuffles}: must be 0 (off) or at least 2")
         if not 0 < args.gamma <= 1:
             raise ValueError(f"--gamma {args.gamma}: must be in (0, 1]")
         if cli.threads(args.threads):
@@ -64,14 +70,21 @@ def main() -> None:
     out = result_path("value_check", args.record, args.out)
     rows = []
     for path, (game, net) in zip(args.blueprints, nets, strict=True):
-        got = value_check(game, net, args.games, args.seed, args.gamma, anchor=anchor, along=along)
+        got = value_check(game, net, args.games, args.seed, args.gamma, anchor=anchor, along=along,
+                          reshuffles=args.reshuffles)
         rows.append((path, got))
         print(path, {k: round(v, 3) for k, v in got.items()}, flush=True)
     kept = " | moves kept (anchor's)" if anchor is not None else ""
+    floor_note = "" if not args.reshuffles else f"""
+  _floor_: every branch replayed on {args.reshuffles} orders of the cards not yet drawn at the branching step
+  (hands and the drawn cards as dealt; the first order the deal's own), the RMS of the return's spread over
+  them (of G(a) - G(own) for floor_adv): what no Q of the seats' views can get below on average (the
+  unseen hands' spread adds to it), so the least rms_other / rms_adv could be."""
     where = f"the greedy game of `{args.along}`" if args.along else "each blueprint's own greedy game"
-    head = "| blueprint | " + " | ".join(COLUMNS) + kept + " |"
+    columns = COLUMNS + (FLOORS if args.reshuffles else ())
+    head = "| blueprint | " + " | ".join(columns) + kept + " |"
     table = "\n".join(
-        f"| `{p}` | " + " | ".join(f"{r[c]:.0f}" if c.startswith("n_") else f"{r[c]:.3f}" for c in COLUMNS)
+        f"| `{p}` | " + " | ".join(f"{r[c]:.0f}" if c.startswith("n_") else f"{r[c]:.3f}" for c in columns)
         + (f" | {100 * r['moves_kept']:.2f}%" if anchor is not None else "") + " |" for p, r in rows)
     text = f"""# Value check: Q(s, a) against the return of (a, then the blueprint) ({datetime.date.today()})
 
@@ -86,10 +99,10 @@ def main() -> None:
   (the comparison a search makes); sign_adv: where the two returns differ by a point or more, the share
   that Q orders the same way. _leaf_: the same with the value LBS-1 compares moves by instead of Q(s, a):
   the move's reward plus the team's Q at the state it leads to (where the next seat sees the mover's cards).
-  Each return is one deal's: the hidden cards' spread stays in every error.
+  Each return is one deal's: the hidden cards' spread stays in every error.{floor_note}
 
 {head}
-|{"---|" * (len(COLUMNS) + 1 + (anchor is not None))}
+|{"---|" * (len(columns) + 1 + (anchor is not None))}
 {table}
 """
     write_result(text, "value_check", args.record, args.out, out)

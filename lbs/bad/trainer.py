@@ -71,6 +71,17 @@ def load_bad(path: str | Path, device: torch.device | str = "cpu") -> tuple[Game
     return cfg.game, cfg, net.eval()
 
 
+@dataclass
+class BadEval(EvalResult):
+    """A greedy evaluation, with the mean under HLE's rule beside it (the same where the game zeroes)."""
+
+    zeroed: float = 0.0
+    """mean score with every game that lost all lives counted 0"""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}, zeroed {self.zeroed:.3f}"
+
+
 def evaluate(cfg: BadConfig, net: BadNet, games: int, seed: int, device: torch.device,
              stream: Stream = Stream.BAD_VAL, batch: int = 1000) -> EvalResult:
     """Greedy BAD games (the partial policy's best move, the belief updated on it) on games 0..games-1 of
@@ -82,8 +93,9 @@ def evaluate(cfg: BadConfig, net: BadNet, games: int, seed: int, device: torch.d
         scores.append(r.score)
         lengths.append(r.length)
         bombed.append(r.bombed)
-    s = torch.cat(scores)
-    return summarize(s, s == cfg.game.max_score, torch.cat(bombed), torch.cat(lengths))
+    s, lost = torch.cat(scores), torch.cat(bombed)
+    r = summarize(s, s == cfg.game.max_score, lost, torch.cat(lengths))
+    return BadEval(**r.to_dict(), zeroed=float(torch.where(lost, 0, s).double().mean()))
 
 
 class BadTrainer:

@@ -118,8 +118,74 @@ def _both(net, anchor, moves: list[torch.Tensor]):
 
 
 @torch.no_grad()
+def _forcer(game: GameConfig, at: torch.Tensor, forced: torch.Tensor, path: torch.Tensor | None,
+            legal_at: torch.Tensor):
+    """The override of a branching play: row r makes move forced[r] at step at[r] where it is legal (and
+    marks legal_at[r]); before that, with `path` [N, T] (one row per deal), the deal's recorded moves."""
+    per_deal = forced.shape[0] // (path.shape[0] if path is not None else 1)
+
+    def force(t, state, hid, move):
+        legal = engine.legal_moves(game, state).gather(1, forced[:, None]).squeeze(1)
+        hit = (at == t) & ~state.done & legal
+        legal_at.logical_or_(hit)
+        if path is not None:  # up to the branching step, the other net's game
+            move = torch.where(at > t, path.repeat_interleave(per_deal, 0)[:, t], move)
+        return torch.where(hit, forced, move)
+
+    return force
+
+
+def _add_return(ret: torch.Tensor, turn, at: torch.Tensor, gamma: float) -> None:
+    """Add a step's reward to each row's return from its branching step at[r] on (discounted from there)."""
+    power = (turn.t - at).clamp(min=0).double()
+    ret.add_(torch.where(turn.t >= at, gamma ** power * turn.reward.double(), 0.0))
+
+
+def reshuffled(decks: torch.Tensor, drawn: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """[N * k, D]: k orders of each deck [N, D] whose first drawn[n] cards stay in place and whose rest is
+    shuffled (the first of the k the deck as it was): the same deal up to where drawn cards were seen."""
+    n, d = decks.shape
+    pos = torch.arange(d, device=decks.device, dtype=torch.float64)
+    keys = torch.rand(n, k, d, generator=gen, dtype=torch.float64).to(decks.device)
+    keys[:, 0] = pos / d  # the deal's own order
+    keys = torch.where(pos < drawn[:, None, None], pos - d, keys)  # the cards already drawn, first and kept
+    return decks.repeat_interleave(k, 0).gather(1, keys.argsort(-1).reshape(n * k, d))
+
+
+def _deck_floor(game: GameConfig, net, decks: torch.Tensor, at: torch.Tensor, drawn: torch.Tensor,
+                path: torch.Tensor | None, own: torch.Tensor, legal: torch.Tensor, gamma: float, k: int,
+                gen: torch.Generator) -> dict[str, float]:
+    """floor_own / floor_other / floor_adv of value_check: every (deal, move) branch replayed on k deck
+    orders (decks [N, D], at / drawn [N] the branching step and the cards dealt before it; own / legal
+    [N, M] the net's greedy move and the legal ones there)."""
+    n, m = own.shape
+    dev = decks.device
+    rows = n * k * m
+    orders = reshuffled(decks, drawn, k, gen)  # [N * k, D]
+    at_r = at.repeat_interleave(k * m)
+    forced = torch.arange(m, device=dev).repeat(n * k)
+    path_r = path.repeat_interleave(k, 0) if path is not None else None
+    ret = torch.zeros(rows, dtype=torch.float64, device=dev)
+    hit = torch.zeros(rows, dtype=torch.bool, device=dev)
+    play(game, engine.initial_state(game, orders.repeat_interleave(m, 0)), net.step,
+         net.initial_state(rows * game.players, dev), game.max_steps,
+         hook=lambda turn: _add_return(ret, turn, at_r, gamma),
+         override=_forcer(game, at_r, forced, path_r, hit))
+    g = ret.reshape(n, k, m)
+    g_own = (g * own[:, None]).sum(2, keepdim=True)
+    has_own = own.any(1)
+    out = {}
+    for name, sel, value in (("own", legal & own, g), ("other", legal & ~own & has_own[:, None], g),
+                             ("adv", legal & ~own & has_own[:, None], g - g_own)):
+        spread = value.var(1)[sel]  # over the k orders, unbiased
+        out[f"floor_{name}"] = float(spread.mean().sqrt()) if spread.numel() else math.nan
+    return out
+
+
+@torch.no_grad()
 def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: float = 1.0,
-                device: torch.device | str = "cpu", anchor=None, along=None) -> dict[str, float]:
+                device: torch.device | str = "cpu", anchor=None, along=None, reshuffles: int = 0
+                ) -> dict[str, float]:
     """Q against returns on `games` held-out deals: per deal one state drawn uniformly from a greedy game (the
     net's own, or with `along` another network's, so several nets are checked on the same states), branched
     into one game per legal move (that move, then the net's greedy play).
@@ -132,17 +198,22 @@ def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: f
     the leaf value LBS-1 uses instead of Q(s, a) (rms_leaf_adv, corr_leaf_adv, sign_leaf_adv: the move's
     reward plus the team's Q at the next state), rms_leaf_other (that leaf value against G(a)), mean_return;
     with `anchor` (a network) also moves_kept: the share of moves on the net's own games where its greedy move
-    is the anchor's."""
+    is the anchor's. With `reshuffles` K >= 2 also floor_own / floor_other / floor_adv: every branch replayed
+    on K orders of the cards not yet drawn at the branching step (the first the deal's own), the RMS spread
+    of its return over them (of G(a) - G(own) for floor_adv). No function of what the seats see can be
+    closer to one deal's return than that on average, so it bounds the rms columns from below (the hidden
+    hands' spread would add to it)."""
     dev = torch.device(device)
     was = net.training
     net.eval()
     try:
-        return _check(game, net, games, seed, gamma, dev, anchor, along)
+        return _check(game, net, games, seed, gamma, dev, anchor, along, reshuffles)
     finally:
         net.train(was)
 
 
-def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torch.device, anchor, along):
+def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torch.device, anchor, along,
+           reshuffles: int = 0):
     p, moves = game.players, game.num_moves
     seeds = game_seeds(Stream.BLUEPRINT_VAL, seed, games, start=HELD_OUT_START, device=dev)
     out: dict[str, float] = {}
@@ -153,14 +224,21 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         anchor.eval()
         q_fn, both = _both(net, anchor, chosen)
         init = lambda rows: both(rows, dev)  # noqa: E731
+    made: list[torch.Tensor] = []  # the moves of the games whose states are checked
+    drawn: list[torch.Tensor] = []  # and the cards dealt before each of their steps
+
+    def follow(turn) -> None:
+        made.append(turn.move)
+        drawn.append(turn.state.deck_pos)
+
     if along is None or anchor is not None:  # (with `along` and no anchor its own games are not needed)
-        final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps)
+        final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps,
+                        hook=follow if along is None else None)
     path = None  # the moves of the games whose states are checked, when they are another net's
     if along is not None:
-        made: list[torch.Tensor] = []
         along.eval()
         final, _ = play(game, engine.reset(game, seeds), along.step, along.initial_state(games * p, dev),
-                        game.max_steps, hook=lambda turn: made.append(turn.move))
+                        game.max_steps, hook=follow)
         path = torch.stack(made, 1)  # [N, T]
     if anchor is not None:
         pairs = torch.stack(chosen, 1).reshape(2, len(chosen), games, p)  # [2, T, N, P]
@@ -182,13 +260,7 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
     reward_at = torch.zeros(rows, dtype=torch.float64, device=dev)
     next_q = torch.zeros(rows, dtype=torch.float64, device=dev)
 
-    def force(t, state, hid, move):
-        legal = engine.legal_moves(game, state).gather(1, forced[:, None]).squeeze(1)
-        hit = (at == t) & ~state.done & legal
-        legal_at.logical_or_(hit)
-        if path is not None:  # up to the branching step, the other net's game
-            move = torch.where(at > t, path.repeat_interleave(moves, 0)[:, t], move)
-        return torch.where(hit, forced, move)
+    force = _forcer(game, at, forced, path, legal_at)
 
     def keep(turn) -> None:
         t = turn.t
@@ -198,8 +270,7 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         reward_at.copy_(torch.where(here, turn.reward.double(), reward_at))
         team = turn.q.double().gather(2, turn.action[..., None]).squeeze(2).sum(1)
         next_q.copy_(torch.where((at + 1 == t) & ~turn.state.done, team, next_q))
-        power = (t - at).clamp(min=0).double()
-        ret.add_(torch.where(t >= at, gamma ** power * turn.reward.double(), 0.0))
+        _add_return(ret, turn, at, gamma)
 
     play(game, engine.reset(game, seeds.repeat_interleave(moves)), net.step, net.initial_state(rows * p, dev),
          game.max_steps, hook=keep, override=force)
@@ -238,4 +309,9 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
     other = legal_at & ~own
     out["rms_leaf_other"] = float((leaf[other] - ret[other]).pow(2).mean().sqrt()) if n else math.nan
     out["mean_return"] = float(ret[legal_at & own].mean())
+    if reshuffles >= 2:
+        decks = engine.reset(game, seeds).deck
+        drawn_at = torch.stack(drawn, 1).gather(1, branch_at[:, None]).squeeze(1)  # [N]
+        out.update(_deck_floor(game, net, decks, branch_at, drawn_at, path, own.reshape(games, moves),
+                               legal_at.reshape(games, moves), gamma, reshuffles, gen))
     return out

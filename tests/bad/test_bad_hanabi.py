@@ -11,7 +11,7 @@ from lbs.bad.belief import PublicBelief, seats_after, view_keys
 from lbs.bad.config import apply_preset
 from lbs.bad.policy import BadNet, BadNetConfig, partial_policy, view_legal, view_onehot
 from lbs.bad.selfplay import partial_policy_chance
-from lbs.bad.trainer import BadTrainer, load_bad
+from lbs.bad.trainer import BadTrainer, evaluate, load_bad
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode, public_features
 from lbs.hanabi.policies import random_policy
@@ -133,6 +133,20 @@ def test_a_tiny_run_learns_above_random_play(tmp_path) -> None:
     assert result.mean > randomly.mean + 0.5, (result, randomly)
     _, _, net = load_bad(tmp_path / "run" / "best.pt")
     assert isinstance(net, BadNet)
+
+
+def test_the_evaluation_reports_the_score_with_lost_games_at_zero_beside_the_kept_points(tmp_path) -> None:
+    """Trained as the paper trained (a game that loses every life keeps its points), the evaluation's zeroed
+    mean is what the same policy scores on the same deals under HLE's rule; under that rule both are one."""
+    assert apply_preset("paper").game.bomb_zero is False and apply_preset("small").game.bomb_zero is False
+    cfg = _tiny(tmp_path)
+    torch.manual_seed(0)
+    net = BadNet(cfg.game, cfg.net).eval()
+    keep = replace(cfg, game=replace(cfg.game, bomb_zero=False))
+    kept = evaluate(keep, net, 300, 0, torch.device("cpu"))
+    zero = evaluate(cfg, net, 300, 0, torch.device("cpu"))
+    assert kept.bombed == zero.bombed > 0.1  # an untrained policy loses games: the two rules differ
+    assert kept.zeroed == zero.zeroed == zero.mean < kept.mean
 
 
 def test_resume_goes_on_from_the_checkpoint(tmp_path) -> None:

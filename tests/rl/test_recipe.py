@@ -15,7 +15,7 @@ import torch
 from lbs import ckpt
 from lbs.acting import greedy
 from lbs.bots import SmartBot
-from lbs.hanabi import GameConfig, public_features
+from lbs.hanabi import GameConfig, engine, public_features
 from lbs.hanabi.config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK
 from lbs.models import NetConfig, load_blueprint, make_qnet
 from lbs.models.qnet import AUX_EMPTY, AUX_PLAYABLE
@@ -25,7 +25,7 @@ from lbs.rl.demos import MOVE_KINDS, agreement, agreement_by_kind, record_demos
 from lbs.rl.imitation import bombing_plays, imitation_loss
 from lbs.rl.r2d2 import large_margin_loss, n_step_targets, players_as_rows
 from lbs.rl.trainer import PRESETS, Trainer
-from lbs.rl.values import value_check
+from lbs.rl.values import _deck_floor, reshuffled, value_check
 from lbs.seeding import Stream, game_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,6 +287,33 @@ def test_the_value_check_compares_q_with_the_return_of_each_legal_move():
     assert got["corr_adv"] != got["corr_adv"] and 0 <= got["sign_adv"] <= 1
     # the leaf value (reward, then Q at the next state) is 0 plus the reward here: its error is the rest
     assert 0 < got["rms_leaf_other"] <= got["rms_other"] and 0 <= got["sign_leaf_adv"] <= 1
+
+
+def test_the_value_checks_floor_replays_each_branch_on_other_orders_of_the_undrawn_cards():
+    """reshuffled keeps each deck's drawn cards in place and its first order whole, and shuffles the rest
+    into decks of the same cards; the floor (the return's spread over those orders) leaves every other column
+    as it was, is 0 where every card was drawn and above 0 where cards are still to come."""
+    decks = engine.reset(GAME, game_seeds(Stream.BLUEPRINT_VAL, 0, 6)).deck
+    drawn = torch.tensor([0, 6, 6, 9, 11, GAME.num_cards])
+    orders = reshuffled(decks, drawn, 5, torch.Generator().manual_seed(0)).reshape(6, 5, -1)
+    engine.check_decks(GAME, orders.flatten(0, 1))
+    assert torch.equal(orders[:, 0], decks)
+    for n, d in enumerate(drawn.tolist()):
+        assert (orders[n, :, :d] == decks[n, :d]).all()
+    assert not (orders[1:4, :, 6:] == decks[1:4, None, 6:]).all()  # the undrawn cards do move
+    torch.manual_seed(0)
+    net = make_qnet(GAME, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1, dueling=True))
+    plain = value_check(GAME, net, games=30, seed=3)
+    got = value_check(GAME, net, games=30, seed=3, reshuffles=6)
+    assert {k: got[k] for k in plain} == pytest.approx(plain, nan_ok=True)
+    assert got["floor_own"] > 0 and got["floor_other"] > 0 and got["floor_adv"] > 0
+    legal = torch.ones(2, GAME.num_moves, dtype=torch.bool)
+    own = torch.zeros_like(legal)
+    own[:, 0] = True
+    full = torch.full((2,), GAME.num_cards)
+    none = _deck_floor(GAME, net, decks[:2], torch.zeros(2, dtype=torch.long), full, None, own, legal, 1.0, 4,
+                       torch.Generator().manual_seed(1))
+    assert none == {"floor_own": 0.0, "floor_other": 0.0, "floor_adv": 0.0}
 
 
 def test_bad_recipes_are_refused_in_one_line_before_any_folder(tmp_path):
