@@ -121,7 +121,7 @@ PRESETS: dict[str, BadConfig] = {
     "paper": BadConfig(),
     "tiny": TINY,
     # The 2-colour game (5-card hands: 10 card types, 10^5 views, so drawn): long on a CPU
-    # (experiments/results/bad/bad_hanabi_small.md: no greedy progress in its first 222 updates).
+    # (experiments/results/bad/bad_hanabi_small.md: 4.5 of 10 after 3,000 updates, 39 CPU minutes).
     "small": replace(
         TINY,
         game=GameConfig(players=2, colors=2, ranks=5, bomb_zero=False),

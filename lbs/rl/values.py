@@ -117,7 +117,6 @@ def _both(net, anchor, moves: list[torch.Tensor]):
     return step, initial_state
 
 
-@torch.no_grad()
 def _forcer(game: GameConfig, at: torch.Tensor, forced: torch.Tensor, path: torch.Tensor | None,
             legal_at: torch.Tensor):
     """The override of a branching play: row r makes move forced[r] at step at[r] where it is legal (and
@@ -231,13 +230,14 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
         made.append(turn.move)
         drawn.append(turn.state.deck_pos)
 
+    start = engine.reset(game, seeds)
     if along is None or anchor is not None:  # (with `along` and no anchor its own games are not needed)
-        final, _ = play(game, engine.reset(game, seeds), q_fn, init(games * p), game.max_steps,
+        final, _ = play(game, start, q_fn, init(games * p), game.max_steps,
                         hook=follow if along is None else None)
     path = None  # the moves of the games whose states are checked, when they are another net's
     if along is not None:
         along.eval()
-        final, _ = play(game, engine.reset(game, seeds), along.step, along.initial_state(games * p, dev),
+        final, _ = play(game, start, along.step, along.initial_state(games * p, dev),
                         game.max_steps, hook=follow)
         path = torch.stack(made, 1)  # [N, T]
     if anchor is not None:
@@ -310,8 +310,7 @@ def _check(game: GameConfig, net, games: int, seed: int, gamma: float, dev: torc
     out["rms_leaf_other"] = float((leaf[other] - ret[other]).pow(2).mean().sqrt()) if n else math.nan
     out["mean_return"] = float(ret[legal_at & own].mean())
     if reshuffles >= 2:
-        decks = engine.reset(game, seeds).deck
         drawn_at = torch.stack(drawn, 1).gather(1, branch_at[:, None]).squeeze(1)  # [N]
-        out.update(_deck_floor(game, net, decks, branch_at, drawn_at, path, own.reshape(games, moves),
+        out.update(_deck_floor(game, net, start.deck, branch_at, drawn_at, path, own.reshape(games, moves),
                                legal_at.reshape(games, moves), gamma, reshuffles, gen))
     return out
