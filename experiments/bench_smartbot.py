@@ -7,9 +7,11 @@
 SmartBot in every seat and sets mean ± s.e.m. (HLE scoring: 0 when the last life is lost), the points kept
 (the fireworks, the reference server's score), perfect and bomb-out rates beside the reference C++ bot's
 numbers over 100,000 games, with the distance in standard errors. `speed` times whole games in lockstep
-(as scoring plays them: the game's longest possible length in steps, every seat's observation encoded, the
-bot's step, the engine's step) at each batch size on one process, and the engine alone with uniformly
-random legal moves over the same steps in the same run as the floor. Per CPU core: `--threads 1`.
+(as scoring and rollouts play them: SmartBot reading the engine state, the engine's step) at each batch
+size on one process, the same games through every seat's encoded observation (the networks' interface),
+and the engine alone with uniformly random legal moves over the same steps in the same run as the floor;
+`--reference BINARY` times the reference C++ bot on the same core in the same run. Per CPU core:
+`--threads 1`.
 Results go to experiments/results/bench_smartbot/.
 """
 
@@ -18,14 +20,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from experiments.common import command, machine, result_path, sync, write_result
-from lbs.acting import Turn, play, until_all_over
+from lbs.acting import StatePolicy, Turn, play, until_all_over
 from lbs.bots import SmartBot
 from lbs.ckpt import SaveError, write_atomic
 from lbs.hanabi import GameConfig, engine
@@ -54,11 +59,14 @@ REFERENCE = {
     5: Reference(19.059, 0.019, 20.677, 0.07, 8.57),
 }
 REFERENCE_SPEED = "2,400-2,800 two-player games per second on one core of this machine class"
+REFERENCE_GAMES = 10_000
+"""speed --reference: the fewest games the C++ bot plays per timing (its start-up then costs under 1%)."""
 
 
-def play_smartbot(game: GameConfig, seeds: torch.Tensor) -> dict[str, torch.Tensor]:
+def play_smartbot(game: GameConfig, seeds: torch.Tensor, reads_state: bool = True) -> dict[str, torch.Tensor]:
     """SmartBot in every seat on the deals of `seeds`, as scoring plays them (lockstep, until every game is
-    over on the CPU): per game HLE score, points kept, bombed, perfect; and the lockstep steps played."""
+    over on the CPU; reading the engine state, or with reads_state False every seat's encoded observation):
+    per game HLE score, points kept, bombed, perfect; and the lockstep steps played."""
     bot = SmartBot(game, seeds.device)
     state = engine.reset(game, seeds)
     steps = 0
@@ -71,7 +79,8 @@ def play_smartbot(game: GameConfig, seeds: torch.Tensor) -> dict[str, torch.Tens
     over = until_all_over(seeds.device)
     with torch.no_grad():
         hid = bot.initial_state(seeds.shape[0] * game.players)
-        state, _ = play(game, state, bot.step, hid, game.max_steps, hook=stop)
+        state, _ = play(game, state, StatePolicy(bot.act) if reads_state else bot.step, hid, game.max_steps,
+                        hook=stop)
     points = state.fireworks.sum(1)
     return {"score": state.score.cpu(), "points": points.cpu(), "bombed": (state.life_tokens <= 0).cpu(),
             "perfect": (points == game.max_score).cpu(), "steps": torch.tensor([steps])}
@@ -111,40 +120,76 @@ def _score_row(p: int, out: dict[str, torch.Tensor], seconds: float) -> str:
             f"{100 * float(out['bombed'].double().mean()):.2f} ({ref.bombed}) | {seconds:.0f} |")
 
 
-def _timed(fn, device: torch.device) -> float:
-    sync(device)
-    t0 = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - t0
+def _timed(fn, device: torch.device, repeats: int = 1) -> float:
+    """The fastest of `repeats` runs of fn (seconds): what the machine does when nothing else runs on it."""
+    best = math.inf
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def reference_speed(binary: str, players: int, games: int, repeats: int) -> float:
+    """Games per second of the reference C++ SmartBot (`run_SmartBot` of Quuxplusone/Hanabi, built with
+    `make FAST=1 run_SmartBot`) playing `games` games on this process's cores: the best of `repeats` runs.
+    ValueError (one line) where it does not run."""
+    cmd = [binary, "--players", str(players), "--games", str(games), "--quiet", "--seed", "0"]
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        try:
+            subprocess.run(cmd, check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise ValueError(f"--reference {binary}: {e}") from None
+        best = min(best, time.perf_counter() - t0)
+    return games / best
 
 
 def speed(args: argparse.Namespace, device: torch.device) -> str:
     game = GameConfig(players=args.players[0])
-    rows = ["| games at once | SmartBot games/s | lockstep steps | ms per step | engine alone games/s | "
-            "SmartBot / engine |", "|---|---|---|---|---|---|"]
+    ref = " reference C++ games/s |" if args.reference else ""
+    rows = ["| games at once | SmartBot games/s | lockstep steps | ms per step | through observations "
+            f"games/s | engine alone games/s | SmartBot / engine |{ref}", "|---|---|---|---|---|---|---|"
+            + ("---|" if ref else "")]
     for batch in args.batch_sizes:
         seeds = game_seeds(Stream.EVAL, args.seed, batch, 0, device)
-        play_smartbot(game, seeds[: min(batch, 64)])  # warm-up
+        for reads_state in (True, False):  # warm-up
+            play_smartbot(game, seeds[: min(batch, 64)], reads_state)
         out: dict[str, torch.Tensor] = {}
-        bot_s = _timed(lambda: out.update(play_smartbot(game, seeds)), device)  # noqa: B023
+        bot_s = _timed(lambda: out.update(play_smartbot(game, seeds)), device, args.repeats)  # noqa: B023
         steps = int(out["steps"])
+        obs_s = _timed(lambda: play_smartbot(game, seeds, reads_state=False), device, args.repeats)  # noqa: B023
 
         def floor() -> None:
             state = engine.reset(game, seeds, torch.zeros_like(seeds))  # noqa: B023
             for _ in range(steps):  # noqa: B023
                 state, *_ = core_step(game, state, seeds, seeds, torch.float32)  # noqa: B023
 
-        floor_s = _timed(floor, device)
-        rows.append(f"| {batch:,} | {batch / bot_s:,.0f} | {steps} | {1000 * bot_s / steps:.1f} | "
-                    f"{batch / floor_s:,.0f} | {floor_s / bot_s:.2f} |")
+        floor_s = _timed(floor, device, args.repeats)
+        row = (f"| {batch:,} | {batch / bot_s:,.0f} | {steps} | {1000 * bot_s / steps:.1f} | "
+               f"{batch / obs_s:,.0f} | {batch / floor_s:,.0f} | {floor_s / bot_s:.2f} |")
+        if args.reference:
+            ref_games = max(batch, REFERENCE_GAMES)
+            row += f" {reference_speed(args.reference, game.players, ref_games, args.repeats):,.0f} |"
+        rows.append(row)
         print(rows[-1], file=sys.stderr, flush=True)
     return "\n".join(rows) + (
-        f"\n\n{game.players} players. A batch plays as scoring does: lockstep steps until every game is over "
-        f"on the CPU (all {game.max_steps}, the longest possible game, elsewhere), finished games idling. "
-        "Engine alone: the legal-move mask, every seat's observation, a uniformly random legal move and the "
-        "step, over the same number of steps (its games end early and idle; the work per step is the same). "
-        f"For comparison, the reference C++ bot: {REFERENCE_SPEED} (it plays one game at a time).\n")
+        f"\n\n{game.players} players. A batch plays as scoring and rollouts do: lockstep steps until every "
+        f"game is over on the CPU (all {game.max_steps}, the longest possible game, elsewhere), finished "
+        "games idling; SmartBot reads the engine state (SmartBot.act, what scoring and search's rollouts "
+        "call). Through observations: the same games with every seat's observation encoded and decoded "
+        "(SmartBot.step, the blueprint interface every network has). Engine alone: the legal-move mask, "
+        "every seat's observation, a uniformly random legal move and the step, over the same number of steps "
+        "(its games end early and idle; the work per step is the same). Each time: the best of "
+        f"{args.repeats} runs (the machine's speed with nothing else on its cores). "
+        + (f"Reference C++: `{Path(args.reference).name} --players {game.players} --games G --quiet --seed "
+           f"0` on the same core in the same run, G = max(batch, {REFERENCE_GAMES:,}), the best of as many "
+           "runs (it plays one game at a time).\n" if args.reference else
+           f"For comparison, the reference C++ bot: {REFERENCE_SPEED} (it plays one game at a time; "
+           "`--reference` times it in the same run).\n"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -160,14 +205,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: per core)")
     ap.add_argument("--record", default=None, help="write experiments/results/bench_smartbot/..._<record>.md")
     ap.add_argument("--out", default="runs/bench_smartbot", help="scratch folder when not recording")
+    ap.add_argument("--repeats", type=int, default=3, help="speed: time each the best of this many runs")
+    ap.add_argument("--reference", default=None,
+                    help="speed: the reference C++ bot's binary (run_SmartBot of Quuxplusone/Hanabi, built "
+                         "with `make FAST=1 run_SmartBot`), timed beside the project in the same run")
     args = ap.parse_args(argv)
     try:
         device = resolve_device(args.device)
         args.players = args.players or ([2, 3, 4, 5] if args.what == "scores" else [2])
         for p in args.players:
             GameConfig(players=p)
-        if min([args.games, args.batch, *args.batch_sizes, args.threads]) < 1:
-            raise ValueError("--games, --batch, --batch-sizes and --threads must be >= 1")
+        if min([args.games, args.batch, *args.batch_sizes, args.threads, args.repeats]) < 1:
+            raise ValueError("--games, --batch, --batch-sizes, --threads and --repeats must be >= 1")
+        if args.reference and not os.access(args.reference, os.X_OK):
+            raise ValueError(f"--reference {args.reference}: no executable file there")
     except ValueError as e:
         sys.exit(f"bench_smartbot: {e}")
     torch.set_num_threads(args.threads)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -28,6 +29,26 @@ from .hanabi.state import HanabiState
 # row n * P + p is seat p of game n.
 QFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, tuple], tuple[torch.Tensor, tuple]]
 InitHidden = Callable[[int], tuple]
+
+
+class StatePolicy(NamedTuple):
+    """A blueprint that reads the engine state itself (lbs.blueprint.ActsOnState), where `play` takes a
+    QFunction: act(state, hid) -> (moves [N], hid), the moves its step would make on the encoded
+    observations, without encoding them. Greedy, in the true colours; its Turns carry no obs, legal, q or
+    action (None), so a hook may read the states, moves and rewards only."""
+
+    act: Callable[[HanabiState, tuple], tuple[torch.Tensor, tuple]]
+
+
+Policy = QFunction | StatePolicy
+"""What `play` calls for the seats' moves."""
+
+
+def playout_policy(net, step: QFunction) -> Policy:
+    """What `play` should call for blueprint `net` where nothing reads the observations (rollouts, scoring):
+    its state reader where it declares one (Capabilities.acts_on_state: a rule bot, with no weights to
+    serve), else `step` (its step, or its served step)."""
+    return StatePolicy(net.act) if net.capabilities.acts_on_state else step
 
 
 # ---- seats and the no-op ---------------------------------------------------------------------------
@@ -109,10 +130,10 @@ class Turn:
 
     t: int
     state: HanabiState  # before the move
-    obs: torch.Tensor  # [N, P, D] uint8 canonical observation of every seat
-    legal: torch.Tensor  # [N, P, A] bool
-    q: torch.Tensor  # [N, P, A] Q-values the seats acted on
-    action: torch.Tensor  # [N, P] each seat's action (the no-op for seats not to move), before any override
+    obs: torch.Tensor | None  # [N, P, D] uint8 canonical observation of every seat (None: a StatePolicy's)
+    legal: torch.Tensor | None  # [N, P, A] bool
+    q: torch.Tensor | None  # [N, P, A] Q-values the seats acted on
+    action: torch.Tensor | None  # [N, P] each seat's action (no-op if not to move), before any override
     move: torch.Tensor  # [N] the engine move made (in the true colours; an override's where one ran)
     reward: torch.Tensor  # [N] score change (0 for games already over)
     next_state: HanabiState
@@ -161,7 +182,7 @@ def seat_q(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple,
 def play(
     game: GameConfig,
     state: HanabiState,
-    q_fn: QFunction,
+    q_fn: Policy,
     hid: tuple,
     steps: int,
     explore: Exploration | None = None,
@@ -181,7 +202,11 @@ def play(
     same static buffers off CUDA); `weights` names the copy of the weights q_fn reads now (e.g.
     InferenceServer.pinned), since a captured step keeps reading the copy it was captured with. The
     hook's tensors are then the step's buffers, overwritten by the next step: copy what you keep.
+
+    A StatePolicy plays from the engine state (no observation encoded): no `explore`, no `perms`.
     """
+    if isinstance(q_fn, StatePolicy) and (explore is not None or perms is not None):
+        raise ValueError("play: a StatePolicy plays greedily in the true colours (no explore, no perms)")
     if graphs is not None:
         if override is not None:
             raise ValueError("play: a move override runs eagerly; it cannot replay a captured step (graphs)")
@@ -200,10 +225,16 @@ def play(
     return state, hid
 
 
-def _step(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, t: int | torch.Tensor,
+def _step(game: GameConfig, state: HanabiState, q_fn: Policy, hid: tuple, t: int | torch.Tensor,
           seat: torch.Tensor, rows: tuple | None, perms: torch.Tensor | None,
           override: Override | None = None) -> tuple[Turn, tuple]:
     """One lockstep step. rows: exploration (eps, game seed, episode) per row, or None for greedy."""
+    if isinstance(q_fn, StatePolicy):
+        move, hid = q_fn.act(state, hid)
+        if override is not None:
+            move = override(t, state, hid, move)
+        new, reward, _ = engine.step(game, state, move)
+        return Turn(t, state, None, None, None, None, move, reward, new), hid
     n, p = state.batch_size, game.players
     obs, legal, q, hid = seat_q(game, state, q_fn, hid, perms)
     legal_rows = legal.reshape(n * p, -1)
@@ -237,7 +268,7 @@ class _Loop:
     turn: Turn | None = None  # the last step's outputs
 
 
-def _play_captured(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple, steps: int,
+def _play_captured(game: GameConfig, state: HanabiState, q_fn: Policy, hid: tuple, steps: int,
                    explore: Exploration | None, perms: torch.Tensor | None, hook: Hook | None,
                    graphs: Graphs, weights: Hashable) -> tuple[HanabiState, tuple]:
     n, p, dev = state.batch_size, game.players, state.device

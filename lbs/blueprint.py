@@ -18,6 +18,7 @@ from torch import nn
 
 if TYPE_CHECKING:
     from .hanabi.config import GameConfig
+    from .hanabi.state import HanabiState
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class Capabilities:
     seat_view: bool = False
     """it decides from a per-seat view whose seen cards can be swapped (`SeatViews`), so SPARTA's filter
     decides per candidate without encoding it (lbs.search.step_filter's cheap path)"""
+    acts_on_state: bool = False
+    """it acts from the engine state itself (`ActsOnState`), making the moves its step makes on every seat's
+    observation and reading no more than they show: a playout that keeps no observation (a rollout, a
+    scored game) skips encoding them (lbs.acting.StatePolicy)"""
 
 
 class Blueprint(nn.Module):
@@ -126,8 +131,16 @@ class SeatViews(Protocol):
     def moves_seeing(self, view: tuple, partner: torch.Tensor, hands: torch.Tensor) -> torch.Tensor: ...
 
 
+@runtime_checkable
+class ActsOnState(Protocol):
+    """Capabilities.acts_on_state: act(state, hid) -> (the move [N] of each game's seat to move, 0 in finished
+    games; every seat's next state), the engine state of N games read as the N * P observations would be."""
+
+    def act(self, state: HanabiState, hid: tuple) -> tuple[torch.Tensor, tuple]: ...
+
+
 METHODS: dict[str, type] = {"public_split": PublicSplit, "card_knowledge": CardKnowledge,
-                            "reads_hands": ReadsHands, "seat_view": SeatViews}
+                            "reads_hands": ReadsHands, "seat_view": SeatViews, "acts_on_state": ActsOnState}
 """The methods each capability brings (the others are properties of the step itself)."""
 
 

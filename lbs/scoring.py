@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .acting import InitHidden, QFunction, play, until_all_over
+from .acting import InitHidden, Policy, play, until_all_over
 from .graphs import Graphs
 from .hanabi import engine
 from .hanabi.config import GameConfig
@@ -60,7 +60,7 @@ def summarize(
 
 def eval_games(
     game: GameConfig,
-    q_fn: QFunction,
+    q_fn: Policy,
     init_hidden: InitHidden,
     games: int = 1000,
     seed: int = 0,
@@ -98,7 +98,7 @@ def eval_games(
 
 def evaluate(
     game: GameConfig,
-    q_fn: QFunction,
+    q_fn: Policy,
     init_hidden: InitHidden,
     games: int = 1000,
     seed: int = 0,

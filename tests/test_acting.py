@@ -102,3 +102,28 @@ def _moves(game, net, state):
         play(game, state, net.step, net.initial_state(state.batch_size * game.players), game.max_steps,
              hook=turns.append)
     return turns
+
+
+def test_a_state_policy_plays_the_moves_of_its_step_and_leaves_the_views_out() -> None:
+    """A blueprint that reads the engine state (StatePolicy) makes the moves its step makes on the encoded
+    views, through the same loop and hook; its turns carry no views; exploring or colour-shuffled play,
+    which need the views, are refused in one line."""
+    from lbs.acting import Exploration, StatePolicy, playout_policy
+    from lbs.bots import SmartBot
+    from lbs.hanabi import GameConfig, engine
+
+    game = GameConfig(players=3)
+    bot, n = SmartBot(game), 40
+    state = engine.reset(game, torch.arange(n))
+    runs = {}
+    for policy in (bot.step, playout_policy(bot, bot.step)):
+        turns = []
+        final, _ = play(game, state, policy, bot.initial_state(n * 3), game.max_steps, hook=turns.append)
+        runs[type(policy).__name__] = (torch.stack([t.move for t in turns]), final)
+    (moves, final), (state_moves, state_final) = runs["method"], runs["StatePolicy"]
+    assert torch.equal(moves, state_moves) and final.equal(state_final) and bool(final.done.all())
+    assert turns[0].obs is None and turns[0].q is None
+    explore = Exploration(torch.ones(n), torch.arange(n), 0)
+    for bad in (dict(explore=explore), dict(perms=torch.arange(game.colors).repeat(n, 3, 1))):
+        with pytest.raises(ValueError, match="StatePolicy"):
+            play(game, state, StatePolicy(bot.act), bot.initial_state(n * 3), 1, **bad)

@@ -20,6 +20,7 @@ import argparse
 import sys
 
 from lbs import cli
+from lbs.acting import playout_policy
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
@@ -66,8 +67,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"score: {e}")
     blueprint = InferenceServer(net, device).qnet()
     with launch(shard, device):
-        result = evaluate(game, blueprint.step, blueprint.initial_state, args.games, args.seed, args.batch,
-                          device, shard=shard, graphs=Graphs(device) if args.cuda_graphs else None)
+        graphs = Graphs(device) if args.cuda_graphs else None
+        result = evaluate(game, playout_policy(net, blueprint.step), blueprint.initial_state, args.games,
+                          args.seed, args.batch, device, shard=shard, graphs=graphs)
         if shard.main:
             print(result)
         if args.belief:

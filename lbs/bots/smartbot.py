@@ -41,6 +41,7 @@ import torch
 from ..blueprint import Capabilities, RuleBot
 from ..hanabi.config import DISCARD, LAST_ACTION_TYPE_ORDER, PLAY, REVEAL_COLOR, REVEAL_RANK, GameConfig
 from ..hanabi.engine import Tables, device_tables, tables
+from ..hanabi.state import HanabiState
 
 MAX_LIVES = 3
 """The reference's end-game table (when to play a card it only hopes is playable) is written for 3 lives."""
@@ -181,7 +182,8 @@ class SmartBot(RuleBot):
     copies a network takes it as it is."""
 
     name = "smartbot"
-    capabilities = Capabilities(public_state=True, card_knowledge=True, reads_hands=True, seat_view=True)
+    capabilities = Capabilities(public_state=True, card_knowledge=True, reads_hands=True, seat_view=True,
+                                acts_on_state=True)
     """no value (its scores mark its move); the state is public card knowledge built from public events, but
     for the discard finesse's read of partners' cards (reads_hands)"""
 
@@ -215,24 +217,39 @@ class SmartBot(RuleBot):
         del publ  # the canonical observation holds everything SmartBot reads
         g = self.game
         ob = decode(g, priv)
-        state = self._read(ob, state)
+        state = self._read(ob, state, board(g, ob.fireworks, ob.seen))
         # one decision per game: the row of its seat to move (the lockstep rows are n * P + p)
         n = priv.shape[0] // g.players
         moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
         rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
-        bd = _Board(state.playable, state.worthless, state.valuable)
-        move = decide(g, state.possible.index_select(0, rows), _rows_of(ob, rows), _rows_of(bd, rows))
+        move = self._decide(ob, state, rows)
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
         scores[:, g.num_moves] = 1.0
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, state
 
+    def act(self, state: HanabiState, hid: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
+        """step's moves read off the engine state of N games instead of every seat's observation (read_state
+        equals decoding them): (the move [N] of each game's seat to move, 0 in finished games; every seat's
+        next `hid`). What a playout that keeps no observation calls (lbs.acting.StatePolicy)."""
+        g, n = self.game, state.batch_size
+        ob = read_state(g, state)
+        bd = board(g, state.fireworks, ob.seen[:: g.players])  # the same for every seat of a game
+        hid = self._read(ob, hid, _Board(*(x.repeat_interleave(g.players, 0) for x in bd)))
+        move = self._decide(ob, hid, torch.arange(n, device=state.device) * g.players + state.cur_player)
+        return torch.where(state.done, 0, move), hid
+
+    def _decide(self, ob: _Obs, state: SmartBotState, rows: torch.Tensor) -> torch.Tensor:
+        bd = _Board(state.playable, state.worthless, state.valuable)
+        return decide(self.game, state.possible.index_select(0, rows), _rows_of(ob, rows), _rows_of(bd, rows))
+
     def observe(self, priv: torch.Tensor, state: SmartBotState) -> SmartBotState:
         """The state after reading the observation priv [R, D] (step's, without deciding)."""
-        return self._read(decode(self.game, priv), state)
+        ob = decode(self.game, priv)
+        return self._read(ob, state, board(self.game, ob.fireworks, ob.seen))
 
-    def _read(self, ob: _Obs, state: SmartBotState) -> SmartBotState:
-        bd = board(self.game, ob.fireworks, ob.seen)
+    def _read(self, ob: _Obs, state: SmartBotState, bd: _Board) -> SmartBotState:
+        """The state after reading ob, with bd the board ob shows."""
         possible = advance(self.game, state, ob)
         return SmartBotState(possible, state.seat, *bd, ob.seen.sum(1), ob.deck, ob.hints)
 
@@ -316,7 +333,7 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
          for name, sl, groups, w in mk.decoder}
     hands = torch.cat([torch.zeros(n, 1, h, dtype=torch.long, device=obs.device),
                        f["hands"].reshape(n, p - 1, h)], 1) - 1
-    played = tb.card_rank[None, :] < f["fireworks"][:, tb.card_color]
+    played = tb.card_rank[None, :] < _per_card(g, f["fireworks"])
     return _Obs(
         hands=hands,
         present=torch.arange(h, device=obs.device) < h - f["missing"][..., None],
@@ -336,6 +353,61 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
     )
 
 
+def read_state(game: GameConfig, state: HanabiState) -> _Obs:
+    """decode(encode(state)) for every seat of N games (rows n * P + p: seat p of game n), read off the engine
+    state: the partners' cards, which slots hold a card, the board and the last move, the seat's own cards
+    left out as its observation leaves them out (a test holds the two equal on every state of many games)."""
+    g, tb, dev = game, tables(game, state.device), state.device
+    n, p, h = state.batch_size, game.players, game.hand_size
+    seats = torch.arange(p, device=dev)
+    hands = _rotated(state.hands)  # [N, P, P, H]: observer o's player q is player o + q
+    hands = torch.where(seats[:, None] == 0, -1, hands)  # the observer's own cards hidden
+    missing = _rotated((state.hands < 0).any(2, keepdim=True).long())  # [N, P, P, 1]: one bit per player
+    played = tb.card_rank[None, :] < _per_card(g, state.fireworks)
+    moved = state.last_player >= 0
+    m = state.last_move.clamp(min=0)
+    kind = torch.where(moved, tb.move_type[m], -1)
+    is_color, is_rank = kind == REVEAL_COLOR, kind == REVEAL_RANK
+    is_card = (kind == PLAY) | (kind == DISCARD)
+    actor = torch.where(moved[:, None], (state.last_player[:, None] - seats) % p, -1)  # [N, P]
+    target = torch.where((is_color | is_rank)[:, None], (actor + tb.move_offset[m][:, None]) % p, -1)
+
+    def each(x: torch.Tensor) -> torch.Tensor:  # the same for every seat of a game
+        return x.repeat_interleave(p, 0)
+
+    return _Obs(
+        hands=hands.reshape(n * p, p, h),
+        present=torch.arange(h, device=dev) < h - missing.reshape(n * p, p, 1),
+        fireworks=each(state.fireworks),
+        seen=each(state.discards + played.long()),
+        deck=each(g.num_cards - state.deck_pos),
+        hints=each(state.info_tokens),
+        lives=each(state.life_tokens),
+        actor=actor.reshape(-1),
+        kind=each(kind),
+        target=target.reshape(-1),
+        color=each(torch.where(is_color, tb.move_color[m], -1)),
+        rank=each(torch.where(is_rank, tb.move_rank[m], -1)),
+        reveal=each(state.last_reveal & (is_color | is_rank)[:, None]),
+        slot=each(torch.where(is_card, m % h, -1)),
+        card=each(torch.where(is_card, state.last_card, -1)),
+    )
+
+
+def _per_card(game: GameConfig, fireworks: torch.Tensor) -> torch.Tensor:
+    """fireworks [R, C] -> [R, T]: each card id's colour's firework (ids are colour * ranks + rank; a copy
+    of each colour R times, where indexing by the id's colour takes several times longer on the CPU)."""
+    return fireworks[:, :, None].expand(-1, -1, game.ranks).reshape(fireworks.shape[0], game.card_types)
+
+
+def _rotated(x: torch.Tensor) -> torch.Tensor:
+    """x [N, P, F] per absolute player -> [N, P, P, F]: row o holds players o, o + 1, ... (mod P), one copy
+    (a strided view of x twice over, as the encoder's rotations)."""
+    n, p, f = x.shape
+    twice = torch.cat([x, x], 1)
+    return twice.as_strided((n, p, p, f), (2 * p * f, f, f, 1))
+
+
 def _to_mask(game: GameConfig, x: torch.Tensor) -> torch.Tensor:
     """bool [..., T] -> int32 bit mask [...]."""
     return (x.to(torch.int32) * _masks(game, x.device).card).sum(-1, dtype=torch.int32)
@@ -345,7 +417,7 @@ def board(game: GameConfig, fireworks: torch.Tensor, seen: torch.Tensor) -> _Boa
     """Playable, worthless (below its firework, or above a rank whose copies are all gone) and valuable (the
     last copy of a card still needed) identities, from fireworks [R, C] and played+discarded counts [R, T]."""
     tb = tables(game, fireworks.device)
-    rank, f = tb.card_rank[None, :], fireworks[:, tb.card_color]  # [1, T], [R, T]
+    rank, f = tb.card_rank[None, :], _per_card(game, fireworks)  # [1, T], [R, T]
     gone = ((seen == tb.card_counts) & (rank >= f)).reshape(-1, game.colors, game.ranks).long()
     below = (gone.cumsum(-1) - gone).reshape(-1, game.card_types) > 0  # a gone rank below this one
     worthless = (rank < f) | below
@@ -392,7 +464,7 @@ def _log2(m: torch.Tensor) -> torch.Tensor:
 
 def known_card(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(known, card id or -1): a card is known when one identity is left (or, as in the reference, none)."""
-    known = (m & (m - 1)) == 0
+    known = _known(m)
     return known, torch.where(known & (m != 0), _log2(m), -1)
 
 
@@ -573,9 +645,10 @@ def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor,
            seen: torch.Tensor) -> torch.Tensor:
     """Rule out of every unknown card the identities whose copies are all played, discarded or located in a
     known card, again while that locates new cards (at most once per card in the hands, plus one). On the
-    CPU the rounds after the first take only the rows the last round changed, and stop at the fixed point
-    (a row's rounds read that row alone, so the rest would change nothing); on an accelerator every round
-    takes every row, so the step never waits on the host."""
+    CPU a round after the first takes only the rows where the last round made a card known, and none once
+    no row did: a round reads the known cards alone, so a row whose known cards stay as they were would
+    only rule out again what it ruled out already. On an accelerator every round takes every row, so the
+    step never waits on the host."""
     tb = tables(game, possible.device)
     rounds = game.players * game.hand_size + 1
     if not _stop_at_fixed_point(possible.device):
@@ -586,7 +659,7 @@ def settle(game: GameConfig, possible: torch.Tensor, present: torch.Tensor,
     before, after = possible, _settle_round(game, tb, possible, present, seen)
     out = after  # a new tensor: the later rounds write their rows into it
     for _ in range(rounds - 1):
-        changed = (after != before).flatten(1).any(1).nonzero().squeeze(1)
+        changed = (_known(after) & ~_known(before)).flatten(1).any(1).nonzero().squeeze(1)
         if not changed.numel():
             break
         rows, before = rows.index_select(0, changed), after.index_select(0, changed)
@@ -602,6 +675,11 @@ def _settle_round(game: GameConfig, tb: Tables, possible: torch.Tensor, present:
     located = _counts(game, torch.where(known & present, card, -1))
     gone = _to_mask(game, seen + located >= tb.card_counts)
     return torch.where(known, possible, possible & ~gone[:, None, None])
+
+
+def _known(m: torch.Tensor) -> torch.Tensor:
+    """known_card's first answer alone: at most one identity left."""
+    return (m & (m - 1)) == 0
 
 
 def _stop_at_fixed_point(device: torch.device) -> bool:

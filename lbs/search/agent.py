@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..acting import QFunction, Turn, play
+from ..acting import Policy, Turn, play
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
@@ -57,11 +57,12 @@ class Decision:
 
 
 class Searcher:
-    """Decides the searcher's moves for a batch of games; q_fn serves the blueprint (VDN seats); depth: the
+    """Decides the searcher's moves for a batch of games; q_fn plays the blueprint's seats in the rollouts
+    (VDN seats; a StatePolicy for a blueprint that reads the engine state, SearchSetup.playout); depth: the
     blueprint moves after the candidate move before bootstrapping with Q (LBS-K), None: to the end
     (Mode.depth)."""
 
-    def __init__(self, game: GameConfig, q_fn: QFunction, sampler: HandSampler, cfg: SearchConfig,
+    def __init__(self, game: GameConfig, q_fn: Policy, sampler: HandSampler, cfg: SearchConfig,
                  depth: int | None, seed: int, timing: Timing | None = None, graphs: Graphs | None = None):
         cfg.check(game)
         self.game, self.q_fn, self.sampler, self.cfg, self.seed = game, q_fn, sampler, cfg, seed
@@ -193,7 +194,7 @@ def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs 
     deck = state.deck.cpu()
     q_fn = setup.q_fn
     sampler = setup.sampler()
-    searcher = Searcher(game, q_fn, sampler, cfg, setup.mode.depth, seed, timing, graphs) \
+    searcher = Searcher(game, setup.playout, sampler, cfg, setup.mode.depth, seed, timing, graphs) \
         if sampler is not None else None
     if sampler is not None:
         reset, update = sampler.reset, sampler.update

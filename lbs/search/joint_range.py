@@ -335,7 +335,7 @@ class JointSearch:
     def of(cls, setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None = None,
            checked: bool = False) -> JointSearch:
         game, cfg = setup.game, setup.cfg
-        searchers = [Searcher(game, setup.q_fn, None, dataclasses.replace(cfg, seat=s), None, seed,
+        searchers = [Searcher(game, setup.playout, None, dataclasses.replace(cfg, seat=s), None, seed,
                               setup.timing, graphs) for s in range(game.players)]
         ranges = [PublicRange(game, setup.blueprint, s, max_range=cfg.max_range, checked=checked)
                   for s in range(game.players)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..acting import QFunction, Turn, play, seat_q
+from ..acting import Policy, QFunction, Turn, play, seat_q
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
@@ -29,8 +29,8 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
     return torch.where(state.done, torch.zeros_like(best), best)
 
 
-def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor, q_fn: QFunction,
-                    depth: int | None, horizon: int, graphs: Graphs | None = None,
+def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor,
+                    q_fn: Policy, depth: int | None, horizon: int, graphs: Graphs | None = None,
                     keep_lost_points: bool = False) -> torch.Tensor:
     """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
     and bootstrap (depth None: play to the end, no bootstrap). `horizon`: moves after `first` that
@@ -67,7 +67,7 @@ SHRINK_AT = 4
 """A shrinking playout drops the finished games once they are at least 1/SHRINK_AT of its batch."""
 
 
-def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState, q_fn: QFunction, hid: tuple,
+def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState, q_fn: Policy, hid: tuple,
                         steps: int, bootstrap: bool, keep_lost_points: bool) -> torch.Tensor:
     """rollout_returns' playout where reading the batch is free (the CPU): play until a quarter of the games
     are over, drop them, go on with the rest. A rollout's moves depend on its own row alone, so the

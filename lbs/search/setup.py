@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..acting import QFunction
+from ..acting import Policy, QFunction, playout_policy
 from ..blueprint import Capabilities, CardKnowledge
 from ..blueprint import check as declared
 from ..hanabi.config import GameConfig
@@ -136,6 +136,13 @@ class SearchSetup:
         if self.timing is None or self.cfg.cuda_graphs:
             return step
         return self.timing.wrap(step)
+
+    @property
+    def playout(self) -> Policy:
+        """What rollouts play the blueprint with: q_fn, or the blueprint's own state reader where it has one
+        and no rollout ends on a leaf value (acting.playout_policy: the same moves, no observation
+        encoded)."""
+        return playout_policy(self.net, self.q_fn) if self.mode.depth is None else self.q_fn
 
     def initial_state(self, rows: int) -> tuple:
         return self.blueprint.initial_state(rows)

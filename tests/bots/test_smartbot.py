@@ -15,10 +15,11 @@ import pytest
 import torch
 from conftest import DEVICES
 
-from lbs.acting import greedy, legal_with_noop, play
+from lbs.acting import StatePolicy, greedy, legal_with_noop, play
 from lbs.bots import SmartBot
 from lbs.bots import smartbot as sb
 from lbs.hanabi import GameConfig, engine
+from lbs.hanabi.config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK
 from lbs.hanabi.encode import encode
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "smartbot"
@@ -31,8 +32,10 @@ def load_games(players: int) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """SmartBot in every seat from the given decks: (moves [N, steps], -1 once a game is over; scores)."""
+def play_decks(game: GameConfig, decks: torch.Tensor, steps: int,
+               reads_state: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """SmartBot in every seat from the given decks: (moves [N, steps], -1 once a game is over; scores).
+    reads_state: the bot reads the engine state (act) instead of every seat's observation (step)."""
     bot = SmartBot(game)
     state = engine.initial_state(game, decks)
     moves = torch.full((decks.shape[0], steps), -1, dtype=torch.long, device=decks.device)
@@ -41,13 +44,14 @@ def play_decks(game: GameConfig, decks: torch.Tensor, steps: int) -> tuple[torch
         moves[:, turn.t] = torch.where(turn.state.done, -1, turn.move)
 
     hid = bot.initial_state(decks.shape[0] * game.players, device=decks.device)
-    state, _ = play(game, state, bot.step, hid, steps, hook=record)
+    state, _ = play(game, state, StatePolicy(bot.act) if reads_state else bot.step, hid, steps, hook=record)
     return moves, state.score
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reads_state", [False, True], ids=["observations", "state"])
 @pytest.mark.parametrize("players", [2, 3, 4, 5])
-def test_every_reference_move_in_every_fixture_game(players, device):
+def test_every_reference_move_in_every_fixture_game(players, reads_state, device):
     games = load_games(players)
     assert games and all(g["players"] == players for g in games)
     game = GameConfig(players=players)
@@ -55,7 +59,8 @@ def test_every_reference_move_in_every_fixture_game(players, device):
     recorded = torch.full((len(games), steps), -1, dtype=torch.long)
     for i, g in enumerate(games):
         recorded[i, : len(g["moves"])] = torch.tensor(g["moves"])
-    moves, scores = play_decks(game, torch.tensor([g["deck"] for g in games], device=device), steps)
+    decks = torch.tensor([g["deck"] for g in games], device=device)
+    moves, scores = play_decks(game, decks, steps, reads_state)
     moves, scores = moves.cpu(), scores.cpu()
     differs = (moves != recorded).any(1)
     first = [(i, int((moves[i] != recorded[i]).nonzero()[0])) for i in differs.nonzero().flatten().tolist()]
@@ -83,6 +88,35 @@ def test_compiled_bot_makes_every_reference_move(monkeypatch, recwarn):
     fell_back = [w for w in recwarn if "runs eagerly" in str(w.message)]
     assert fell_back or counters["stats"]["unique_graphs"] > graphs  # compiled here, or said why not
     assert torch.equal(moves, recorded) and scores.tolist() == [g["score"] for g in games]
+
+
+@pytest.mark.parametrize("variant", [dict(players=2), dict(players=3), dict(players=5),
+                                     dict(players=2, colors=3), dict(players=3, ranks=3, hand_size=3),
+                                     dict(players=4, max_info_tokens=4, max_life_tokens=1)])
+def test_reading_the_state_is_decoding_every_observation(variant):
+    """read_state holds exactly what each seat's observation shows (its own cards hidden), at every step of
+    whole games; act keeps the state step keeps and makes the move step makes."""
+    game = GameConfig(**variant)
+    bot, n, p = SmartBot(game), 96, game.players
+    kinds: set[int] = set()
+
+    def compare(turn) -> None:
+        obs = turn.obs.reshape(n * p, -1).float()
+        decoded, read = sb.decode(game, obs), sb.read_state(game, turn.state)
+        for name in sb._Obs._fields:
+            assert torch.equal(getattr(decoded, name), getattr(read, name)), (turn.t, name)
+        before = hids[-1]
+        move, after = bot.act(turn.state, before)
+        _, stepped = bot.step(obs, obs, turn.legal.reshape(n * p, -1), before)
+        assert all(torch.equal(a, b) for a, b in zip(after, stepped, strict=True)), turn.t
+        assert torch.equal(move, turn.move), turn.t
+        hids.append(stepped)
+        kinds.update(read.kind.tolist())
+
+    hids = [bot.initial_state(n * p)]
+    state, _ = play(game, engine.reset(game, torch.arange(n)), bot.step, hids[0], game.max_steps,
+                    hook=compare)
+    assert bool(state.done.all()) and kinds == {-1, PLAY, DISCARD, REVEAL_COLOR, REVEAL_RANK}  # all read
 
 
 def test_scores_mark_the_move_and_idle_seats_pass():
@@ -153,13 +187,31 @@ def test_own_knowledge_allows_every_true_card_and_follows_one_seat(players):
 
 
 def test_settle_stops_early_only_where_nothing_changes(monkeypatch):
-    """The CPU stops the settling rounds at the fixed point; running every round (as on an accelerator)
-    gives the same games."""
-    game = GameConfig(players=2)
-    games = load_games(2)[:100]
+    """The CPU stops the settling rounds at the fixed point, and takes only the rows where a card became
+    known; running every round on every row (as on an accelerator) gives the same knowledge at every step of
+    real games, with rounds after the first needed there, and the same games."""
+    game = GameConfig(players=3)
+    games = load_games(3)[:100]
     decks = torch.tensor([g["deck"] for g in games])
     steps = max(len(g["moves"]) for g in games)
+    settled = []
+
+    def both(*args):
+        fast = real(*args)
+        with monkeypatch.context() as m:
+            m.setattr(sb, "_stop_at_fixed_point", lambda device: False)
+            full = real(*args)
+        tb = sb.tables(game, fast.device)
+        one = sb._settle_round(game, tb, *args[1:])
+        settled.append(not torch.equal(one, sb._settle_round(game, tb, one, *args[2:])))
+        assert torch.equal(fast, full)
+        return fast
+
+    real = sb.settle
+    monkeypatch.setattr(sb, "settle", both)
     fast, fast_scores = play_decks(game, decks, steps)
+    assert len(settled) >= 50 and any(settled)
+    monkeypatch.setattr(sb, "settle", real)
     monkeypatch.setattr(sb, "_stop_at_fixed_point", lambda device: False)
     full, full_scores = play_decks(game, decks, steps)
     assert torch.equal(fast, full) and torch.equal(fast_scores, full_scores)

@@ -588,7 +588,7 @@ def test_every_blueprint_type_declares_what_it_offers_and_set_up_checks_it():
         assert bp.check(make_qnet(GAME, NetConfig(kind=kind, hidden=8, lstm_layers=1, mlp_layers=1))) == caps
     assert bp.check(FixedQNet(GAME)) == want["publ_lstm"]
     assert bp.check(SmartBot(GAME)) == bp.Capabilities(public_state=True, card_knowledge=True,
-                                                       reads_hands=True, seat_view=True)
+                                                       reads_hands=True, seat_view=True, acts_on_state=True)
 
     class Plain(nn.Module):
         def initial_state(self, rows, device=None):
