@@ -56,12 +56,37 @@ class RoundResult:
     """mean per-card entropy (nats) of the V0 belief of the held slots over the round's moves"""
     entropy_v2: float
     """the same for the V2 (Bayesian) belief: BAD's claim is that it is well below V0's"""
+    belief_by_turn: torch.Tensor
+    """[moves, 8] float64 sums over the held slots of the games still on at each move: entropy of V0 and of
+    V2, cross-entropy of the true card under V0 and under V2 (nats, a zero probability counted as
+    ZERO_NATS), true cards given probability 0 by V2, by V1, and by the likelihood alone; held slots"""
 
 
-def _entropy(p: torch.Tensor, held: torch.Tensor) -> torch.Tensor:
-    """Summed entropy of the held slots' distributions p [G, P, H, T] and their count."""
-    e = -(p * p.clamp(min=1e-300).log()).sum(-1)
-    return torch.stack([(e * held).sum(), held.sum().double()])
+ZERO_NATS = 50.0
+"""A true card the belief gives probability 0 counts this much cross-entropy (and is counted apart)."""
+
+
+def belief_stats(belief: PublicBelief, hands: torch.Tensor, held: torch.Tensor) -> torch.Tensor:
+    """[8] float64 (RoundResult.belief_by_turn's columns) for the belief's V0, V1, V2 and likelihood over the
+    true hands [G, P, H] at the held slots [G, P, H]."""
+    v0, v1, v2 = belief.marginals("v0"), belief.marginals("v1"), belief.marginals("v2")
+    w = held.double()
+
+    def at_zero(p: torch.Tensor) -> torch.Tensor:
+        return ((p.gather(-1, hands.clamp(min=0)[..., None]).squeeze(-1) <= 0) & held).sum().double()
+
+    def entropy(p: torch.Tensor) -> torch.Tensor:
+        return (-(p * p.clamp(min=1e-300).log()).sum(-1) * w).sum()
+
+    def xent(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        true = p.gather(-1, hands.clamp(min=0)[..., None]).squeeze(-1)
+        zero = (true <= 0) & held
+        nats = torch.where(zero, ZERO_NATS, -true.clamp(min=1e-300).log())
+        return (nats * w).sum(), zero.sum().double()
+
+    (x0, _), (x2, z2) = xent(v0), xent(v2)
+    unlikely = at_zero((belief.loglike > float("-inf")).double())  # the drawn views ruled the card out
+    return torch.stack([entropy(v0), entropy(v2), x0, x2, z2, at_zero(v1), unlikely, w.sum()])
 
 
 def partial_policy_chance(game: GameConfig, net: BadNet, public: torch.Tensor, legal: torch.Tensor,
@@ -84,14 +109,13 @@ def partial_policy_chance(game: GameConfig, net: BadNet, public: torch.Tensor, l
 def play_round(game: GameConfig, net: BadNet, cfg: BadConfig, seeds: torch.Tensor, episode: int = 0,
                greedy: bool = False, record: bool = True) -> RoundResult:
     """Play one round of len(seeds) games (dealt from seeds [G] and `episode`) to the end (module doc)."""
-    dev = seeds.device
     h = game.hand_size
     state = engine.reset(game, seeds, torch.full_like(seeds, episode))
     belief = PublicBelief(game, cfg.samples, cfg.iterations, cfg.mix, cfg.exact_limit)
     belief.reset(state)
     beta = cfg.inverse_temperature
     rows: list[dict[str, torch.Tensor]] = []
-    ent = torch.zeros(2, 2, dtype=torch.float64, device=dev)
+    stats: list[torch.Tensor] = []
     for t in range(cfg.seq_len):
         actor = state.cur_player
         obs = encode(game, state, observers=actor[:, None])[:, 0]
@@ -105,9 +129,7 @@ def play_round(game: GameConfig, net: BadNet, cfg: BadConfig, seeds: torch.Tenso
         can_hint = (state.info_tokens > 0) & ~state.done
 
         chance = partial_policy_chance(game, net, public, legal, can_hint, xi, beta, greedy, move)
-        held = state.hands >= 0
-        ent[0] += _entropy(belief.marginals("v0"), held & ~state.done[:, None, None])
-        ent[1] += _entropy(belief.marginals("v2"), held & ~state.done[:, None, None])
+        stats.append(belief_stats(belief, state.hands, (state.hands >= 0) & ~state.done[:, None, None]))
         after, reward, _ = engine.step(game, state, move)
         belief.update(state, move, after, chance, view_keys(seeds, episode, t))
         if record:
@@ -118,6 +140,8 @@ def play_round(game: GameConfig, net: BadNet, cfg: BadConfig, seeds: torch.Tenso
         if bool(state.done.all()):
             break
     rollout = Rollout(**{k: torch.stack([r[k] for r in rows]) for k in rows[0]}) if record else None
-    mean = (ent[:, 0] / ent[:, 1].clamp(min=1)).tolist()
+    by_turn = torch.stack(stats)
+    total = by_turn.sum(0)
+    mean = (total[:2] / total[7].clamp(min=1)).tolist()
     return RoundResult(score=state.score, length=state.num_steps, bombed=state.life_tokens <= 0,
-                       rollout=rollout, entropy_v0=mean[0], entropy_v2=mean[1])
+                       rollout=rollout, entropy_v0=mean[0], entropy_v2=mean[1], belief_by_turn=by_turn)

@@ -10,7 +10,7 @@ import torch
 from lbs.bad.belief import PublicBelief, seats_after, view_keys
 from lbs.bad.config import apply_preset
 from lbs.bad.policy import BadNet, BadNetConfig, partial_policy, view_legal, view_onehot
-from lbs.bad.selfplay import partial_policy_chance
+from lbs.bad.selfplay import ZERO_NATS, belief_stats, partial_policy_chance, play_round
 from lbs.bad.trainer import BadTrainer, evaluate, load_bad
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode, public_features
@@ -161,3 +161,35 @@ def test_resume_goes_on_from_the_checkpoint(tmp_path) -> None:
     again.run()
     assert again.record.updates == 4 and [r["updates"] for r in again.record.history] == [1, 2, 3, 4]
     assert BadTrainer(replace(cfg, total_updates=4), resume=latest, progress=False).run() is None  # done
+
+
+def test_belief_stats_per_turn_are_entropies_and_true_card_cross_entropies(tmp_path) -> None:
+    """belief_stats sums each belief's entropy and the true card's cross-entropy over the held slots (a
+    true card at probability 0 counted apart, at ZERO_NATS, for V2, V1 and the likelihood); a round reports
+    them per move, its held slots those of the games still on, and its mean entropies from the same sums."""
+    game = GameConfig(players=2, colors=1, ranks=4, hand_size=2)
+    state = engine.reset(game, torch.arange(3))
+    belief = PublicBelief(game, samples=8, iterations=5, mix=0.0, exact_limit=16)
+    belief.reset(state)
+    hands, held = state.hands, state.hands >= 0
+    s = belief_stats(belief, hands, held)
+    for kind, cols in (("v0", [0, 2]), ("v2", [1, 3])):
+        p = belief.marginals(kind)
+        entropy = -(p * p.clamp(min=1e-300).log()).sum(-1)[held].sum()
+        true = p.gather(-1, hands[..., None]).squeeze(-1)[held]
+        assert torch.allclose(s[cols], torch.stack([entropy, -true.log().sum()])), kind
+    assert s[4:7].tolist() == [0, 0, 0] and int(s[7]) == 12
+    belief.loglike = belief.loglike.scatter(-1, hands[..., None], float("-inf"))  # every true card ruled out
+    belief._cache.clear()
+    s = belief_stats(belief, hands, held)
+    assert s[4:7].tolist() == [12, 0, 12] and float(s[3]) == 12 * ZERO_NATS
+
+    cfg = _tiny(tmp_path)
+    torch.manual_seed(0)
+    net = BadNet(cfg.game, cfg.net).eval()
+    r = play_round(cfg.game, net, cfg, game_seeds(Stream.BAD_VAL, 0, 40), greedy=True, record=False)
+    by_turn = r.belief_by_turn
+    assert by_turn.shape == (int(r.length.max()), 8)
+    assert int(by_turn[0, 7]) == 40 * cfg.game.players * cfg.game.hand_size  # every slot held at the deal
+    assert (by_turn[1:, 7] <= by_turn[:-1, 7]).all()  # fewer held cards as games end
+    assert abs(r.entropy_v2 - float(by_turn[:, 1].sum() / by_turn[:, 7].sum())) < 1e-9
