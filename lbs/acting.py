@@ -179,6 +179,17 @@ def seat_q(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple,
     return obs, legal, q, hid
 
 
+def greedy_moves(game: GameConfig, state: HanabiState, policy: Policy,
+                 hid: tuple) -> tuple[torch.Tensor, tuple]:
+    """(the engine move [N] of each game's seat to move, greedy, 0 in finished games; every seat's state after
+    reading `state`): a StatePolicy reads the state itself, a QFunction every seat's encoded view."""
+    if isinstance(policy, StatePolicy):
+        return policy.act(state, hid)
+    _, legal, q, hid = seat_q(game, state, policy, hid)
+    act = greedy(q, legal.reshape(q.shape[0], -1)).reshape(state.batch_size, game.players)
+    return env_moves(game, state, act), hid
+
+
 def play(
     game: GameConfig,
     state: HanabiState,

@@ -28,7 +28,7 @@ from typing import Literal, get_args
 
 import torch
 
-from ..acting import QFunction, env_moves, greedy, seat_q
+from ..acting import Policy, greedy_moves
 from ..belief.constraints import plausible_cards
 from ..hanabi import engine
 from ..hanabi.config import DISCARD, PLAY, GameConfig
@@ -293,11 +293,12 @@ def restore(game: GameConfig, saved: HanabiState, after: HanabiState, mask: torc
 # ---- the search -------------------------------------------------------------------------------------------
 @dataclass
 class BlueprintPolicy:
-    """A blueprint as the simulation policy (SmartBot's step, say): its step and every seat's recurrent
-    state [rows G * P] before reading the root's observation (as lbs.acting.play holds it), advanced along
-    each walk so the simulation starts from the state the blueprint would have there."""
+    """A blueprint as the simulation policy (SmartBot, say): its step (or its state reader,
+    acting.StatePolicy) and every seat's recurrent state [rows G * P] before reading the root's observation
+    (as lbs.acting.play holds it), advanced along each walk so the simulation starts from the state the
+    blueprint would have there."""
 
-    q_fn: QFunction
+    q_fn: Policy
     hid: tuple
 
 
@@ -353,10 +354,7 @@ def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, bluepri
         if blueprint is None:
             moves = random_legal(engine.legal_moves(game, state), u[:, t])
         else:
-            _, legal, q, hid = seat_q(game, state, blueprint.q_fn, hid)
-            g = state.batch_size
-            act = greedy(q, legal.reshape(g * game.players, -1)).reshape(g, game.players)
-            moves = env_moves(game, state, act)
+            moves, hid = greedy_moves(game, state, blueprint.q_fn, hid)
         state, _, _ = engine.step(game, state, moves)
     return state
 
@@ -406,7 +404,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
                 state = determinize(game, state, mover, hash_keys(keys, it, REDRAW, depth), cfg.candidates,
                                     enter, tally[:4], marks)
             if blueprint is not None:  # every seat reads the state its mover decides in
-                _, _, _, seen = seat_q(game, state, blueprint.q_fn, hid)
+                _, seen = greedy_moves(game, state, blueprint.q_fn, hid)
                 hid = _where_hid(live, seen, hid, game.players)
             legal = tree_moves(game, state, cfg.rule_moves, cfg.convention)
             kids = child.index_select(0, base + node)  # [G, M]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..acting import QFunction, seat_q
+from ..acting import Policy, greedy_moves, playout_policy
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.interop.record import GameRecord
@@ -25,15 +25,16 @@ if TYPE_CHECKING:
     from .setup import SearchSetup
 
 
-def simulation_policy(setup: SearchSetup, cfg: MctsConfig) -> tuple[QFunction, object] | None:
-    """(step, the module whose initial_state starts it) for MctsConfig.sim_policy: the run's blueprint as
-    served, a rule bot by name built for the game, or None for uniformly random moves."""
+def simulation_policy(setup: SearchSetup, cfg: MctsConfig) -> tuple[Policy, object] | None:
+    """(step or state reader, the module whose initial_state starts it) for MctsConfig.sim_policy: the run's
+    blueprint as rollouts play it (SearchSetup.playout), a rule bot by name built for the game, or None for
+    uniformly random moves."""
     if cfg.sim_policy == "random":
         return None
     if cfg.sim_policy == "blueprint":
-        return setup.q_fn, setup
+        return setup.playout, setup
     bot = RULE_BOTS[cfg.sim_policy](setup.game, setup.device)
-    return bot.step, bot
+    return playout_policy(bot, bot.step), bot
 
 
 def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs | None,
@@ -67,7 +68,7 @@ def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs 
         move = torch.zeros(g_n, dtype=torch.long, device=dev).index_copy(0, live, res.move)
         decisions.append((int(state.num_steps.max()), live.cpu(), res))
         if policy is not None:  # every seat reads the state the move is made in
-            _, _, _, hid = seat_q(game, state, policy[0], hid)
+            _, hid = greedy_moves(game, state, policy[0], hid)
         moves.append(torch.where(state.done, -1, move))
         before = int(live.numel())
         state, _, _ = engine.step(game, state, move)

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from lbs.acting import play
+from lbs.acting import StatePolicy, play
 from lbs.belief import constraints
 from lbs.belief.sampling import valid_hands
 from lbs.bots import SmartBot
@@ -242,6 +242,9 @@ def test_the_same_keys_give_the_same_search_at_any_batch_size_with_a_blueprint_s
         one = mcts.search(game, state.index(torch.tensor([g])), cfg, keys[g:g + 1],
                           BlueprintPolicy(bot.step, type(hid)(*(x.index_select(0, rows) for x in hid))))
         assert torch.equal(one.visits[0], whole.visits[g]) and torch.equal(one.value[0], whole.value[g])
+    # reading the engine state (SmartBot.act) instead of every seat's view: the same trees
+    state_read = mcts.search(game, state, cfg, keys, BlueprintPolicy(StatePolicy(bot.act), hid))
+    assert torch.equal(state_read.visits, whole.visits) and torch.equal(state_read.value, whole.value)
 
 
 def _valid(game: GameConfig, state: HanabiState, player: torch.Tensor, hands: torch.Tensor) -> torch.Tensor:
