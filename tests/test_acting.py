@@ -115,12 +115,13 @@ def test_a_state_policy_plays_the_moves_of_its_step_and_leaves_the_views_out() -
     game = GameConfig(players=3)
     bot, n = SmartBot(game), 40
     state = engine.reset(game, torch.arange(n))
-    runs = {}
+    runs = []  # through every seat's encoded view, then reading the state
     for policy in (bot.step, playout_policy(bot, bot.step)):
         turns = []
         final, _ = play(game, state, policy, bot.initial_state(n * 3), game.max_steps, hook=turns.append)
-        runs[type(policy).__name__] = (torch.stack([t.move for t in turns]), final)
-    (moves, final), (state_moves, state_final) = runs["method"], runs["StatePolicy"]
+        runs.append((torch.stack([t.move for t in turns]), final))
+    (moves, final), (state_moves, state_final) = runs
+    assert isinstance(playout_policy(bot, bot.step), StatePolicy)
     assert torch.equal(moves, state_moves) and final.equal(state_final) and bool(final.done.all())
     assert turns[0].obs is None and turns[0].q is None
     explore = Exploration(torch.ones(n), torch.arange(n), 0)

@@ -202,6 +202,8 @@ def value_check(game: GameConfig, net, games: int = 200, seed: int = 0, gamma: f
     of its return over them (of G(a) - G(own) for floor_adv). No function of what the seats see can be
     closer to one deal's return than that on average, so it bounds the rms columns from below (the hidden
     hands' spread would add to it)."""
+    if reshuffles < 0 or reshuffles == 1:
+        raise ValueError(f"reshuffles={reshuffles}: 0 (no floor) or at least 2 orders (a spread needs two)")
     dev = torch.device(device)
     was = net.training
     net.eval()

@@ -314,6 +314,8 @@ def test_the_value_checks_floor_replays_each_branch_on_other_orders_of_the_undra
     none = _deck_floor(GAME, net, decks[:2], torch.zeros(2, dtype=torch.long), full, None, own, legal, 1.0, 4,
                        torch.Generator().manual_seed(1))
     assert none == {"floor_own": 0.0, "floor_other": 0.0, "floor_adv": 0.0}
+    with pytest.raises(ValueError, match="reshuffles=1"):  # one order has no spread: refused, not ignored
+        value_check(GAME, net, games=2, reshuffles=1)
 
 
 def test_bad_recipes_are_refused_in_one_line_before_any_folder(tmp_path):
