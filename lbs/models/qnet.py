@@ -11,6 +11,7 @@ Network interface (every kind, batch-first; one batch row is one (game, player) 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -79,6 +80,10 @@ class NetConfig:
     discard_facts: bool = False
     """also feed every player's next discard by SmartBot's rule (lbs.models.card_facts.discard_facts): per
     slot whether it is that player's next discard, and the facts of the other players' cards there"""
+    policy_net: bool = False
+    """a policy network of its own beside the Q network (the same shape; HeldQNet): the move is the policy's
+    greedy legal move and Q only prices moves (held_scores), so learning values cannot change a move;
+    imitation trains the policy, a values phase Q alone"""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -87,7 +92,7 @@ class NetConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"NetConfig.{name}={v!r}: must be an int >= 1")
-        for name in ("aux_head", "dueling", "counting", "hint_facts", "discard_facts"):
+        for name in ("aux_head", "dueling", "counting", "hint_facts", "discard_facts", "policy_net"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NetConfig.{name}={getattr(self, name)!r}: must be a bool")
 
@@ -129,6 +134,32 @@ def lstm_cells(lstm: nn.LSTM, x: torch.Tensor, hid: tuple) -> tuple[torch.Tensor
         hs.append(inp)
         cs.append(c)
     return inp[:, None], (torch.stack(hs), torch.stack(cs))
+
+
+HOLD_GAP = 0.05
+"""How far below the policy's move's Q (in points) a HeldQNet scores every move whose Q
+would reach it: above fp16's spacing at 32 points (1/32) and the range filter's tolerance (Q_TOL)."""
+
+
+def held_scores(q: torch.Tensor, logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """A HeldQNet's step scores [..., A]: Q of the policy's greedy legal move where it is, every
+    other move's Q capped HOLD_GAP below it. Their greedy move is the policy's, their best is Q of the
+    policy's move (the value LBS bootstraps with), and a move Q ranks below the policy's keeps its Q."""
+    low = torch.finfo(logits.dtype).min
+    move = logits.masked_fill(~legal, low).argmax(-1, keepdim=True)
+    q_move = q.gather(-1, move)
+    return torch.minimum(q, q_move - HOLD_GAP).scatter(-1, move, q_move)
+
+
+class Heads(NamedTuple):
+    """Everything a sequence forward computes, for the losses: Q as the value head gives it (not held),
+    the move logits (the policy network's, or Q itself without one), the auxiliary logits (None without an
+    auxiliary head) and the recurrent state after the last step."""
+
+    q: torch.Tensor
+    logits: torch.Tensor
+    aux: torch.Tensor | None
+    hid: HiddenState
 
 
 class QHead(nn.Module):
@@ -176,6 +207,8 @@ class QNet(Blueprint):
         self.layers = layers
         self.head = QHead(cfg.hidden, self.num_actions, cfg.dueling)
         self.aux = nn.Linear(cfg.hidden, game.hand_size * AUX_CLASSES) if cfg.aux_head else None
+        self.policy = None
+        """the policy network of a HeldQNet (None: the move is Q's greedy one)"""
         self.families = card_facts.families(cfg)
         """the families of facts its input adds to the observation (NetConfig.counting, hint_facts, ...)"""
         self.input_layout = card_facts.input_layout(game, self.families)
@@ -216,16 +249,13 @@ class QNet(Blueprint):
         o, hid = self._features(priv.to(self.dtype), publ.to(self.dtype), hid)
         return self.head(o, legal), hid
 
-    def forward_aux(
-        self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
-    ) -> tuple[torch.Tensor, HiddenState, torch.Tensor]:
-        """(q, hid, auxiliary logits [B, T, hand_size, 3] over aux_targets' classes); needs aux_head."""
-        if self.aux is None:
-            raise ValueError("forward_aux needs NetConfig.aux_head=True")
+    def forward_heads(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> Heads:
+        """Sequences [B, T, ...] -> Heads: each head's output apart, as the losses train them."""
         _check_inputs(self, priv, publ, legal, seq=True)
         o, hid = self._features(priv.to(self.dtype), publ.to(self.dtype), hid)
-        logits = self.aux(o).unflatten(-1, (self.game.hand_size, AUX_CLASSES))
-        return self.head(o, legal), hid, logits
+        q = self.head(o, legal)
+        aux = None if self.aux is None else self.aux(o).unflatten(-1, (self.game.hand_size, AUX_CLASSES))
+        return Heads(q, q, aux, hid)
 
     def step(
         self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
@@ -347,7 +377,78 @@ class FFQNet(QNet):
         return self.priv_net(self.private_input(priv)), HiddenState(*hid)
 
 
+class HeldQNet(QNet):
+    """NetConfig.policy_net: a policy network and a Q network of one shape side by side. The move is the
+    policy's (its Q-values read as logits, as imitation trains them); Q only prices moves: the step's scores
+    are held_scores, whose greedy move is the policy's and whose best is Q of that move. A values phase trains
+    the Q network alone, so it learns the policy's action values with every move held by construction.
+
+    It is a QNet to every caller: one recurrent state (the two networks' layers stacked: Q's, then the
+    policy's), one public output (the two side by side on the last dimension), the policy's input layer for
+    SPARTA's filter (whose fast path then reads the policy's logits: the same greedy move)."""
+
+    def __init__(self, game: GameConfig, cfg: NetConfig):
+        Blueprint.__init__(self)  # not QNet's: the heads are the two networks'
+        plain = dataclasses.replace(cfg, policy_net=False)
+        self.q, self.policy = make_qnet(game, plain), make_qnet(game, plain)
+        self.capabilities = type(self.q).capabilities
+        self.game, self.cfg, self.num_actions = game, cfg, self.q.num_actions
+        self.layers = self.q.layers + self.policy.layers
+        for name in ("families", "input_layout", "private_in", "public_in"):  # the same in both networks
+            setattr(self, name, getattr(self.q, name))
+
+    # what callers read of a QNet: Q's head (the value fit), the policy's input (the range filter)
+    @property
+    def head(self) -> QHead:
+        return self.q.head
+
+    @property
+    def aux(self) -> nn.Module | None:
+        return self.q.aux
+
+    def _split(self, hid: tuple) -> tuple[HiddenState, HiddenState]:
+        n = self.q.layers
+        return HiddenState(hid[0][:n], hid[1][:n]), HiddenState(hid[0][n:], hid[1][n:])
+
+    @staticmethod
+    def _join(a: tuple, b: tuple) -> HiddenState:
+        return HiddenState(torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]]))
+
+    def initial_state(self, batch: int, device: torch.device | str | None = None) -> HiddenState:
+        return self._join(self.q.initial_state(batch, device), self.policy.initial_state(batch, device))
+
+    def forward_heads(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> Heads:
+        hq, hp = self._split(hid)
+        heads = self.q.forward_heads(priv, publ, legal, hq)
+        logits, hp = self.policy(priv, publ, legal, hp)
+        return Heads(heads.q, logits, heads.aux, self._join(heads.hid, hp))
+
+    def forward(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
+        q, logits, _, hid = self.forward_heads(priv, publ, legal, hid)
+        return held_scores(q, logits, legal), hid
+
+    def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
+        hq, hp = self._split(hid)
+        oq, hq = self.q.public_out(publ, hq)
+        op, hp = self.policy.public_out(publ, hp)
+        return torch.cat([oq, op], -1), self._join(hq, hp)
+
+    def q_from_public(self, priv: torch.Tensor, publ_out: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        oq, op = publ_out.chunk(2, -1)
+        return held_scores(self.q.q_from_public(priv, oq, legal), self.policy.q_from_public(priv, op, legal),
+                           legal)
+
+    def private_input_layer(self) -> nn.Linear:
+        return self.policy.private_input_layer()
+
+    def advantages_from_input_layer(self, x: torch.Tensor, publ_out: torch.Tensor) -> torch.Tensor:
+        """The policy's advantages (its logits up to a per-row constant): the step's greedy move."""
+        return self.policy.advantages_from_input_layer(x, publ_out.chunk(2, -1)[1])
+
+
 def make_qnet(game: GameConfig, cfg: NetConfig | None = None) -> QNet:
-    """Build the Q-network named by cfg.kind (default NetConfig())."""
+    """Build the Q-network named by cfg.kind (default NetConfig()); with cfg.policy_net a HeldQNet of two."""
     cfg = NetConfig() if cfg is None else cfg
+    if cfg.policy_net:
+        return HeldQNet(game, cfg)
     return {"publ_lstm": PublicLSTMQNet, "lstm": LSTMQNet, "ff": FFQNet}[cfg.kind](game, cfg)

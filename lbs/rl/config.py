@@ -28,8 +28,9 @@ class Phase:
     """imitate: cross-entropy of a demonstrator's moves on its fresh games (DAgger: some played by the
     network), the policy only. values: the network's own action values Q^pi by n-step TD on exploring play
     (behaviour epsilon-greedy around the anchor, returns cut where it explored, the bootstrap at the anchor's
-    move), the anchor's moves held best by a large margin, so its greedy moves stay. improve: R2D2 (double-Q
-    targets) on self-play, the anchor's moves held by a margin term that decays to 0 over the phase"""
+    move), the anchor's moves held best by a large margin, so its greedy moves stay (with
+    NetConfig.policy_net the Q network alone trains, so every move stays). improve: R2D2 (double-Q targets) on
+    self-play, the anchor's moves held by a margin term that decays to 0 over the phase"""
     updates: int
     """learner updates of this phase (a length any machine reproduces)"""
     lr: float | None = None
@@ -53,7 +54,8 @@ class Phase:
     long ones: its returns stop where the behaviour explored anyway, and need no bootstrap to be right"""
     anchor_weight: float = 0.0
     """values / improve: weight of the large-margin loss that keeps the anchor's move best (the network as
-    this phase began; in an improve phase it decays linearly to 0); 0: no anchor"""
+    this phase began; in an improve phase it decays linearly to 0); 0: no anchor. Needed in a values phase
+    unless NetConfig.policy_net (whose moves Q cannot change: unused there)"""
     anchor_margin: float = 0.1
     """values / improve: by how much the anchor's move must beat every other legal move's Q"""
 
@@ -70,8 +72,6 @@ class Phase:
               "an int >= 1 (or None)")
         for name in ("bomb_weight", "anchor_weight", "anchor_margin"):
             check(self, name, 0 <= getattr(self, name) < math.inf, ">= 0 and finite")
-        check(self, "anchor_weight", self.kind != "values" or self.anchor_weight > 0,
-              "> 0 in a values phase (without the anchor its greedy moves would drift)")
 
     @property
     def learns_values(self) -> bool:
@@ -175,11 +175,19 @@ class TrainConfig:
         check(self, "total_updates", is_int(self.total_updates) and self.total_updates >= 0, "an int >= 0")
         check(self, "phases", isinstance(self.phases, tuple) and len(self.phases) >= 1
               and all(isinstance(p, Phase) for p in self.phases), "a tuple of one Phase or more")
+        check(self, "phases", not self.net.policy_net or all(p.kind != "improve" for p in self.phases),
+              "without an improve phase when net.policy_net is on (TD does not move its policy network)")
+        check(self, "phases", self.net.policy_net or all(p.kind != "values" or p.anchor_weight > 0
+                                                          for p in self.phases),
+              "with anchor_weight > 0 in every values phase (without the anchor or a policy network its "
+              "greedy moves would drift)")
         check(self, "seed", is_int(self.seed) and 0 <= self.seed <= MAX_SEED, f"an int in 0..{MAX_SEED}")
         check(self, "precision", self.precision in PRECISIONS, f"one of {PRECISIONS}")
         check(self, "wandb_mode", self.wandb_mode in WANDB_MODES, f"one of {WANDB_MODES}")
         check(self, "device", is_device_name(self.device), DEVICE_NAMES)
         check(self, "devices", is_int(self.devices) and self.devices >= 1, "an int >= 1")
+        check(self, "devices", self.devices == 1 or not self.net.policy_net,
+              "1 with net.policy_net (its values phase freezes the policy, whose gradients DDP waits on)")
         check(self, "devices", self.devices == 1 or self.device in ("auto", "cpu", "cuda"),
               f"1 with device={self.device!r} (several devices take auto, cpu or cuda)")
 

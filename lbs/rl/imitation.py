@@ -4,9 +4,9 @@ games.
 Every chunk of games is new (nothing is memorised) and is used once, in batches: the demonstrator (a rule bot
 with the networks' step interface, lbs.rl.demos.record_demos) plays them, or, for a DAgger share, the
 network plays while the demonstrator says what it would have played there (Ross et al. 2011). The network's
-Q-values are read as logits over the legal moves; with a bomb weight the costliest copying error, a play
-that loses a life, is weighed beyond the cross-entropy. Q is no value after this phase: the values phase
-that follows learns them.
+move logits (its policy network's, or its Q-values) are read over the legal moves; with a bomb weight the
+costliest copying error, a play that loses a life, is weighed beyond the cross-entropy. Q is no value after
+this phase: the values phase that follows learns them.
 """
 
 from __future__ import annotations
@@ -37,17 +37,19 @@ def bombing_plays(game: GameConfig, priv: torch.Tensor, own_hand: torch.Tensor) 
 
 
 def imitation_loss(net, batch: Episodes, game: GameConfig, bomb_weight: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy of the demonstrator's move under softmax(Q) over the legal moves, on the steps
-    where a seat moves (the waiting seats' no-op is their only legal action and carries nothing). With
-    bomb_weight > 0, plus bomb_weight times -log P(no losing play) at the same steps (bombing_plays)."""
+    """Mean cross-entropy of the demonstrator's move under softmax(move logits: the policy network's, or Q
+    without one) over the legal moves, on the steps where a seat moves (the waiting seats' no-op is their
+    only legal action and carries nothing). With bomb_weight > 0, plus bomb_weight times -log P(no losing
+    play) at the same steps (bombing_plays)."""
     legal = batch["legal"]
     b, t, p, a = legal.shape
     priv = players_as_rows(batch["priv"].float())
     legal_rows, act = players_as_rows(legal), players_as_rows(batch["action"]).long()
     steps = players_as_rows(batch["mask"][..., None].expand(b, t, p))
     moving = players_as_rows(legal[..., : a - 1].any(-1)) & steps
-    q = net(priv, public_features(game, priv), legal_rows, net.initial_state(priv.shape[0], priv.device))[0]
-    logits = q.float().masked_fill(~legal_rows, -1e9)
+    heads = net.forward_heads(priv, public_features(game, priv), legal_rows,
+                              net.initial_state(priv.shape[0], priv.device))
+    logits = heads.logits.float().masked_fill(~legal_rows, -1e9)
     ce = F.cross_entropy(logits.reshape(-1, a), act.reshape(-1), reduction="none")
     m = moving.reshape(-1).float()
     loss = (ce * m).sum() / m.sum().clamp_min(1)

@@ -49,8 +49,7 @@ class Learner:
         self.target = copy.deepcopy(net).to(self.device).requires_grad_(False)
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.net, self.opt = self.fabric.setup(net, opt)
-        if cfg.net.aux_head:  # route the aux forward through Fabric's wrapper (autocast, DDP)
-            self.net.mark_forward_method("forward_aux")
+        self.net.mark_forward_method("forward_heads")  # the losses' forward, through Fabric's wrapper
         self.updates = 0
         self.anchor: torch.nn.Module | None = None
         self.set_phase(cfg.phases[0])
@@ -60,11 +59,21 @@ class Learner:
         """The plain network (Fabric's wrapper removed): its weights are the ones saved and served."""
         return self.net.module if hasattr(self.net, "module") else self.net
 
+    @property
+    def by_policy(self) -> bool:
+        """Its moves are a policy network's (NetConfig.policy_net, lbs.models.qnet.HeldQNet): a values phase
+        trains the Q network alone, so no loss is needed to hold them."""
+        return self.module.policy is not None
+
     def set_phase(self, phase: Phase, progress: float = 0.0) -> None:
-        """The phase the next updates belong to, `progress` of the way through it: its rate and its anchor
-        weight (which decays to 0 over an improve phase)."""
+        """The phase the next updates belong to, `progress` of the way through it: its rate, its anchor
+        weight (which decays to 0 over an improve phase), and, beside a policy network, what it trains (a
+        values phase the Q network alone: the policy, hence every move, stays)."""
         self.phase = phase
         self.anchor_weight = phase.anchor_weight * (1.0 - progress if phase.kind == "improve" else 1.0)
+        if self.by_policy:
+            self.anchor_weight = 0.0
+            self.module.policy.requires_grad_(phase.kind != "values")
         for group in self.opt.param_groups:
             group["lr"] = self.cfg.phase_lr(phase)
 

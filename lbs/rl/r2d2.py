@@ -18,21 +18,21 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
-    "QNet", "apex_epsilons", "double_q_bootstrap", "gather_actions", "has_aux_head", "huber",
-    "large_margin_loss", "masked_huber_loss", "n_step_targets", "players_as_rows", "r2d2_loss",
-    "rows_as_players", "sequence_priorities", "td_errors", "vdn_sum",
+    "QNet", "apex_epsilons", "double_q_bootstrap", "gather_actions", "huber", "large_margin_loss",
+    "masked_huber_loss", "n_step_targets", "players_as_rows", "r2d2_loss", "rows_as_players",
+    "sequence_priorities", "td_errors", "vdn_sum",
 ]
 
 
 class QNet(Protocol):
     """What r2d2_loss needs from a network (duck-typed; lbs.models.qnet.QNet fits).
 
-    forward(priv [N, T, Dpriv], publ [N, T, Dpubl], legal [N, T, A] bool, hid) -> (q [N, T, A], hid).
-    A net with an auxiliary own-card head has a non-None `aux` attribute and
-    forward_aux(same inputs) -> (q, hid, aux_logits [N, T, H, K]).
+    forward_heads(priv [N, T, Dpriv], publ [N, T, Dpubl], legal [N, T, A] bool, hid) -> (q [N, T, A],
+    move logits [N, T, A] (q itself without a policy network), aux logits [N, T, H, K] or None, hid).
     """
 
-    def __call__(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: Any) -> tuple: ...
+    def forward_heads(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: Any
+                      ) -> tuple: ...
 
     def initial_state(self, batch: int, device: torch.device) -> Any: ...
 
@@ -162,18 +162,9 @@ def rows_as_players(x: torch.Tensor, B: int) -> torch.Tensor:
     return x.reshape(B, P, *x.shape[1:]).transpose(1, 2)
 
 
-def has_aux_head(net: QNet) -> bool:
-    """True for nets with an auxiliary own-card head (non-None `aux` and a forward_aux method)."""
-    return getattr(net, "aux", None) is not None and hasattr(net, "forward_aux")
-
-
-def _run(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, aux: bool = False) -> tuple:
-    """Whole sequences from the initial state: -> (q [N, T, A], aux logits [N, T, H, K] or None)."""
-    hid = net.initial_state(priv.shape[0], priv.device)
-    if aux:
-        q, _, logits = net.forward_aux(priv, publ, legal, hid)  # type: ignore[attr-defined]
-        return q, logits
-    return net(priv, publ, legal, hid)[0], None
+def _run(net: QNet, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor) -> tuple:
+    """Whole sequences from the initial state: the net's forward_heads (q, logits, aux, hid)."""
+    return net.forward_heads(priv, publ, legal, net.initial_state(priv.shape[0], priv.device))
 
 
 def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor], weights: torch.Tensor,
@@ -187,11 +178,12 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
     batch: priv [B, T, P, Dpriv] float, publ [B, T, P, Dpubl] (or public_fn(priv) when absent),
     legal [B, T, P, A] bool, action [B, T, P] long, reward [B, T], mask [B, T] bool; optional
     aux_target [B, T, P, H] long (class per own card, -1 = no card). weights [B]: IS weights.
-    Both nets run over every seat's sequence from their initial state; the target net only under
-    no_grad. When the online net has an aux head (has_aux_head) and aux_weight > 0, the aux loss
-    (cross-entropy over valid steps and real cards, classes as lbs.rl.actors.aux_targets, -1 = no card)
-    is added with aux_weight; it then requires batch["aux_target"].
-    Under DDP, register forward_aux with fabric.mark_forward_method so it goes through the wrapper.
+    Both nets run over every seat's sequence from their initial state (forward_heads: Q as the value head
+    gives it, never held to a policy network's move); the target net only under no_grad. When the online net
+    has an aux head and aux_weight > 0, the aux loss (cross-entropy over valid steps and real cards, classes
+    as lbs.rl.actors.aux_targets, -1 = no card) is added with aux_weight; it then requires
+    batch["aux_target"]. Under DDP, register forward_heads with fabric.mark_forward_method so it goes
+    through the wrapper.
     evaluate [B, T, P] long: the moves of a fixed policy whose action values are learnt (policy evaluation):
     the bootstrap is the target network's Q of its moves, not of the online argmax, and each return stops
     where the behaviour's move differs from it (n_step_targets' cut). anchor [B, T, P] long: moves held
@@ -211,15 +203,15 @@ def r2d2_loss(online_net: QNet, target_net: QNet, batch: dict[str, torch.Tensor]
                          f"reward {tuple(reward.shape)}, mask {tuple(mask.shape)} disagree on [B, T, P]")
     rows = (players_as_rows(priv), players_as_rows(publ), players_as_rows(legal))
 
-    want_aux = aux_weight > 0 and has_aux_head(online_net)
-    if want_aux and "aux_target" not in batch:
+    heads = _run(online_net, *rows)
+    aux_logits = heads.aux if aux_weight > 0 else None
+    if aux_logits is not None and "aux_target" not in batch:
         raise KeyError("r2d2_loss: the online net has an aux head but the batch has no 'aux_target' "
                        "(set aux_weight=0 to train without the auxiliary loss)")
-    q_rows, aux_logits = _run(online_net, *rows, aux=want_aux)
     # targets and TD errors in float32 even under bf16/fp16 nets: n-step sums with gamma near 1 need it
-    online_q = rows_as_players(q_rows, B).float()  # [B, T, P, A]
+    online_q = rows_as_players(heads.q, B).float()  # [B, T, P, A]
     with torch.no_grad():
-        target_q = rows_as_players(_run(target_net, *rows)[0], B).float()  # [B, T, P, A]
+        target_q = rows_as_players(_run(target_net, *rows).q, B).float()  # [B, T, P, A]
 
     q_taken = vdn_sum(gather_actions(online_q, action))  # [B, T]
     if evaluate is None:

@@ -42,7 +42,7 @@ from .imitation import batch_order, fresh_games
 from .learner import Learner
 from .replay import PrioritizedReplay
 from .selfplay import SelfPlay
-from .values import fit_value_head, value_check
+from .values import fit_value_head, value_check, values_from_policy
 
 __all__ = ["PRESETS", "Phase", "TrainConfig", "Trainer", "apply_preset"]
 
@@ -124,6 +124,9 @@ class Trainer:
         self.phase = index
         if not phase.learns_values:
             return
+        if done == 0 and phase.kind == "values" and self.learner.by_policy:
+            values_from_policy(self.learner.module)
+            self.learner.target.load_state_dict(self.learner.module.state_dict())
         if done == 0 and phase.fit_games:
             fit = fit_value_head(self.cfg.game, self.learner.module, phase.fit_games, self.cfg.seed,
                                  self.cfg.gamma, self.device)

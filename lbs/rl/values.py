@@ -100,6 +100,13 @@ def fit_value_head(game: GameConfig, net, games: int, seed: int, gamma: float,
     return {"advantage_scale": float(w[-1]), "rms": (max(sse, 0.0) / max(n, 1)) ** 0.5, "steps": float(n)}
 
 
+@torch.no_grad()
+def values_from_policy(net) -> None:
+    """A HeldQNet's Q network starts as its policy network (the imitation network), so TD starts where it
+    would without a policy network (fit_value_head then gives Q the scale of values)."""
+    net.q.load_state_dict(net.policy.state_dict())
+
+
 def _both(net, anchor, moves: list[torch.Tensor]):
     """A step that acts with `net` and also writes the anchor's greedy move on the same observation (its own
     recurrent state beside net's) into `moves`: how often the two policies choose differently, state by

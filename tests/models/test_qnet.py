@@ -11,14 +11,16 @@ from lbs.acting import greedy
 from lbs.hanabi import GameConfig, public_features
 from lbs.infer import tf32_matmuls
 from lbs.models import FixedQNet, HiddenState, NetConfig, make_qnet
-from lbs.models.qnet import KINDS, QHead, lstm_cells
+from lbs.models.qnet import HOLD_GAP, KINDS, QHead, held_scores, lstm_cells
 
 SMALL = dict(hidden=32, lstm_layers=2, mlp_layers=2)
 
 
 FACTS = {"plain": {}, "counting": {"counting": True}, "hints": {"counting": True, "hint_facts": True},
-         "discards": {"counting": True, "hint_facts": True, "discard_facts": True}}
-"""The inputs a network may read beside the observation (NetConfig.counting, hint_facts, discard_facts)."""
+         "discards": {"counting": True, "hint_facts": True, "discard_facts": True},
+         "policy": {"counting": True, "policy_net": True}}
+"""The inputs a network may read beside the observation (NetConfig.counting, hint_facts, discard_facts),
+and a network whose moves come from a policy network (NetConfig.policy_net)."""
 
 
 def small_net(game: GameConfig, kind: str, **kw) -> torch.nn.Module:
@@ -54,8 +56,9 @@ def test_shapes(kind: str, name: str) -> None:
     assert hid2.h.shape == hid.h.shape and hid2.c.shape == hid.c.shape
     qs, _ = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid)
     assert qs.shape == (rows, a)
-    q3, hid3, aux = net.forward_aux(priv, publ, legal, hid)
-    assert torch.equal(q3, q) and aux.shape == (rows, t, game.hand_size, 3)
+    heads = net.forward_heads(priv, publ, legal, hid)
+    assert torch.equal(heads.q, q) and heads.logits is heads.q  # no policy network: the moves are Q's
+    assert heads.aux.shape == (rows, t, game.hand_size, 3)
     # uint8 observations (as stored in replay) give the same Q as float ones
     q8, _ = net(priv.to(torch.uint8), publ.to(torch.uint8), legal, hid)
     assert torch.equal(q8, q)
@@ -72,8 +75,7 @@ def test_bad_inputs_raise() -> None:
         net(priv, publ, legal[..., :-1], hid)
     with pytest.raises(ValueError, match=r"priv must be \[B, D\]"):
         net.step(priv, publ, legal, hid)
-    with pytest.raises(ValueError, match="aux_head"):
-        net.forward_aux(priv, publ, legal, hid)
+    assert net.forward_heads(priv, publ, legal, hid).aux is None  # no auxiliary head
     with pytest.raises(TypeError, match="private features"):
         small_net(game, "lstm").advance_public(publ, hid)
 
@@ -81,7 +83,7 @@ def test_bad_inputs_raise() -> None:
 @pytest.mark.parametrize(
     "field,value",
     [("kind", "gru"), ("hidden", 0), ("lstm_layers", 1.5), ("mlp_layers", 0), ("aux_head", "yes"),
-     ("dueling", 1), ("counting", "no"), ("hint_facts", 0), ("discard_facts", 1)],
+     ("dueling", 1), ("counting", "no"), ("hint_facts", 0), ("discard_facts", 1), ("policy_net", 1)],
 )
 def test_netconfig_validation(field: str, value) -> None:
     with pytest.raises(ValueError, match=f"NetConfig.{field}"):
@@ -201,6 +203,57 @@ def test_q_from_public_matches_forward(kind: str, facts: str) -> None:
                             legal[:, -1].repeat_interleave(k, 0), rep)
     assert q_k.shape == (rows, k, game.num_actions)
     torch.testing.assert_close(q_k.flatten(0, 1), q_ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_held_scores_make_the_policys_move_best_and_keep_every_lower_q(dtype: torch.dtype) -> None:
+    """The step scores of a policy-head network: the greedy legal move is the policy's, its score is its Q
+    (the value a leaf bootstraps with), a move Q ranks HOLD_GAP or more below it keeps its Q, and a move Q
+    ranks above it is capped below it, also in half precision at full-game scores."""
+    g = torch.Generator().manual_seed(0)
+    q = (25 * torch.rand(4000, 9, generator=g)).to(dtype)
+    logits = torch.randn(4000, 9, generator=g).to(dtype)
+    legal = torch.rand(4000, 9, generator=g) < 0.6
+    legal[:, 3] = True
+    s = held_scores(q, logits, legal)
+    move = greedy(logits, legal)
+    assert torch.equal(greedy(s, legal), move)
+    rows = torch.arange(4000)
+    assert torch.equal(s[rows, move], q[rows, move])
+    others = legal.clone()
+    others[rows, move] = False
+    best_other = s.float().masked_fill(~others, -1e9).amax(1)
+    assert (best_other[others.any(1)] < q[rows, move].float()[others.any(1)]).all()
+    low = q.float() <= q[rows, move].float()[:, None] - HOLD_GAP
+    assert torch.equal(s[low & others], q[low & others])
+    assert (~low & others).any() and (low & others).any()  # both kinds of move were checked
+
+
+def test_a_policy_network_moves_by_its_policy_on_every_path() -> None:
+    """A HeldQNet (NetConfig.policy_net): forward, step and q_from_public score the policy network's greedy
+    move best, at Q's value of it; forward_heads gives Q and the policy's logits apart; the first-layer path
+    of the range filter gives the policy's advantages (its logits up to a per-row constant)."""
+    game = CONFIGS["p2"]
+    net = small_net(game, "publ_lstm", counting=True, policy_net=True)
+    priv, publ, legal = sequences(game, 3, 6)
+    hid0 = net.initial_state(priv.shape[0])
+    assert hid0.h.shape[0] == 2 * SMALL["lstm_layers"]  # Q's layers, then the policy's
+    with torch.no_grad():
+        scores, _ = net(priv, publ, legal, hid0)
+        heads = net.forward_heads(priv, publ, legal, hid0)
+        move = greedy(heads.logits, legal)
+        assert torch.equal(greedy(scores, legal), move)
+        assert not torch.equal(greedy(heads.q, legal), move)  # Q alone would move otherwise: the policy holds
+        assert torch.equal(scores.gather(-1, move[..., None]), heads.q.gather(-1, move[..., None]))
+        torch.testing.assert_close(heads.q, net.q(priv, publ, legal, net.q.initial_state(priv.shape[0]))[0])
+        step, _ = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid0)
+        assert torch.equal(greedy(step, legal[:, 0]), move[:, 0])
+        out, _ = net.public_out(publ, hid0)
+        torch.testing.assert_close(net.q_from_public(priv, out, legal), scores, rtol=0, atol=0)
+        x = net.private_input_layer()(net.private_input(priv.flatten(0, 1)))
+        adv = net.advantages_from_input_layer(x, out.flatten(0, 1))
+        logits = heads.logits.flatten(0, 1)
+        torch.testing.assert_close(adv - adv[:, :1], logits - logits[:, :1], rtol=1e-5, atol=1e-5)
 
 
 # ---- deterministic double ------------------------------------------------------------------------

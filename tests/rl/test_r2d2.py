@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from lbs.models.qnet import Heads
 from lbs.rl.r2d2 import (
     apex_epsilons,
     double_q_bootstrap,
@@ -143,7 +144,7 @@ def test_apex_epsilons():
 class TinyQNet(nn.Module):
     """Deterministic recurrent double: h_t = tanh(W x_t + h_{t-1}); q_t = V h_t, illegal moves at -1e9.
 
-    Optional aux head (as lbs.models.qnet.QNet): `aux` module, forward_aux -> (q, hid, [N, T, H, K]).
+    forward_heads -> (q, logits (q itself), aux [N, T, H, K] or None, hid), as lbs.models.qnet.QNet's.
     """
 
     def __init__(self, d_priv, d_publ, actions, hidden=6, seed=0, aux=None):
@@ -170,10 +171,11 @@ class TinyQNet(nn.Module):
         h, hid = self._hidden(priv, publ, hid)
         return self.out(h).masked_fill(~legal, -1e9), hid
 
-    def forward_aux(self, priv, publ, legal, hid):
+    def forward_heads(self, priv, publ, legal, hid):
         h, hid = self._hidden(priv, publ, hid)
         q = self.out(h).masked_fill(~legal, -1e9)
-        return q, hid, self.aux(h).reshape(*h.shape[:2], *self.aux_shape)
+        aux = None if self.aux is None else self.aux(h).reshape(*h.shape[:2], *self.aux_shape)
+        return Heads(q, q, aux, hid)
 
 
 def make_batch(B=3, T=5, P=2, D=7, A=4, seed=0, with_publ=True):
@@ -277,7 +279,7 @@ def test_r2d2_loss_adds_aux_cross_entropy_when_net_has_aux_head():
     rl_loss = r2d2_loss(plain, target, batch, w)[0]  # same Q weights (same seed), no aux head
     # reference aux: mean cross-entropy over valid steps and real cards
     rows = [batch[k].transpose(1, 2).flatten(0, 1) for k in ("priv", "publ", "legal")]
-    logits = online.forward_aux(*rows, online.initial_state(B * P, "cpu"))[2]
+    logits = online.forward_heads(*rows, online.initial_state(B * P, "cpu")).aux
     logits = logits.reshape(B, P, T, H, K).transpose(1, 2)  # [B, T, P, H, K]
     terms = []
     for b in range(B):

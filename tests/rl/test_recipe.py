@@ -265,6 +265,26 @@ def test_a_stopped_recipe_resumes_exactly_and_takes_a_retuned_later_phase(tmp_pa
         assert torch.equal(v, rest.learner.module.state_dict()[k]), k
 
 
+def test_a_policy_network_keeps_every_move_while_the_values_phase_trains_q(tmp_path):
+    """With NetConfig.policy_net imitation trains the policy network, and the values phase (stopped halfway
+    and resumed) trains the Q network alone: the policy ends as the anchor's, bit for bit, so every greedy
+    move is kept (moves_kept 1, not the margin's ~0.9), while Q comes to follow the returns."""
+    phases = (Phase("imitate", updates=96, dagger=0.5, chunk=64),
+              Phase("values", updates=120, lr=1e-3, eps_base=0.3, n_step=40, fit_games=256))
+    cfg = recipe(tmp_path, "held", phases, net=replace(PRESETS["recipe-small"].net, policy_net=True))
+    Trainer(replace(cfg, total_updates=96 + 60), progress=False).run()
+    trainer = Trainer(cfg, resume=Path(cfg.out_dir) / "latest.pt", progress=False)
+    trainer.run()
+    net, anchor = trainer.learner.module.state_dict(), trainer.learner.anchor.state_dict()
+    for k, v in net.items():
+        assert torch.equal(v, anchor[k]) == k.startswith("policy."), k
+    checks = [h["value_check"] for h in trainer.record.history if "value_check" in h]
+    before, after = checks
+    assert after["moves_kept"] == 1.0, after
+    assert after["corr_other"] > before["corr_other"] + 0.05, checks
+    assert after["rms_other"] < before["rms_other"], checks
+
+
 def test_the_value_check_compares_q_with_the_return_of_each_legal_move():
     """On a network whose Q is 0 everywhere, the value check's RMS error is exactly the RMS of the returns
     (own move: the greedy games' points to come from the branching state; other moves: their branches'), its
@@ -340,6 +360,12 @@ def test_bad_recipes_are_refused_in_one_line_before_any_folder(tmp_path):
         assert field in res.stderr and "Traceback" not in res.stderr, res.stderr
         assert not out.exists(), phases
     json.loads('[{"kind": "imitate", "updates": 10}]')  # (the good spelling parses)
+    out = tmp_path / "held"  # an improve phase would move a policy network by nothing it trains
+    res = subprocess.run([sys.executable, str(script), "--preset", "recipe-small", "--net.policy_net",
+                          "true", "--out_dir", str(out)], capture_output=True, text=True,
+                         env={"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert res.returncode != 0 and "policy_net" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not out.exists()
 
 
 def test_the_phases_round_trip_through_a_checkpoint(small_run):

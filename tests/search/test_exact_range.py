@@ -36,10 +36,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def blueprint(game: GameConfig, device: str = "cpu", **facts: bool) -> torch.nn.Module:
     """A small random public-LSTM net: its moves depend on the cards it sees (facts: NetConfig.counting,
-    NetConfig.hint_facts, so also on what those compute from them)."""
+    NetConfig.hint_facts, so also on what those compute from them). A policy network's logits are spread as
+    a trained one's are (gaps of units, not of the random layer's hundredths, which the filter's tolerance
+    would count as ties)."""
     torch.manual_seed(1)
     cfg = NetConfig(hidden=16, lstm_layers=1, mlp_layers=2, **facts)
-    return make_qnet(game, cfg).to(device).eval()
+    net = make_qnet(game, cfg)
+    if net.policy is not None:
+        with torch.no_grad():
+            net.policy.head.adv.weight.mul_(30)
+    return net.to(device).eval()
 
 
 def served(net: torch.nn.Module, device: str = "cpu") -> QNetHandle:
@@ -154,6 +160,14 @@ def test_range_of_a_discard_facts_blueprint_equals_brute_force_posterior(name: s
     """A blueprint that also reads every player's next discard and the facts of the cards there: the
     filter's term for the searcher's next-discard card keeps the range the posterior."""
     check_range(name, 1, None, {"counting": True, "hint_facts": True, "discard_facts": True}, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["p2_c2_r2_h2", "p3_c2_r2_h2"])
+def test_range_of_a_policy_network_blueprint_equals_brute_force_posterior(name: str, device: str) -> None:
+    """A blueprint whose moves are its policy network's (NetConfig.policy_net, HeldQNet): the filter's
+    first-layer path reads the policy, and the range stays the posterior of the moves its step makes."""
+    check_range(name, 1, None, {"counting": True, "policy_net": True}, device)
 
 
 def check_range(name: str, every: int, chunk: int | None, facts: dict[str, bool], device: str) -> None:
