@@ -45,8 +45,10 @@ def _phase_words(p: dict, by_policy: bool = False) -> str:
         words += [f"DAgger {p['dagger']:g}"] * bool(p["dagger"])
         words += [f"losing plays weighed {p['bomb_weight']:g}"] * bool(p["bomb_weight"])
         return ", ".join(words)
-    hold = f", anchor held by margin {p['anchor_margin']:g} x {p['anchor_weight']:g}" if p["anchor_weight"] else ""
-    hold = ", the Q network alone (moves held by the policy network)" if by_policy and p["kind"] == "values" else hold
+    if by_policy and p["kind"] == "values":
+        hold = ", the Q network alone (moves held by the policy network)"
+    else:
+        hold = f", anchor held by margin {p['anchor_margin']:g} x {p['anchor_weight']:g}" if p["anchor_weight"] else ""
     explore = f", behaviour eps base {p['eps_base']:g}" if p.get("eps_base") is not None else ""
     decay = " (decaying to 0)" if p["kind"] == "improve" and p["anchor_weight"] else ""
     what = {"values": "TD policy evaluation of the anchor", "improve": "R2D2 improvement"}[p["kind"]]
@@ -69,7 +71,8 @@ def recipe_lines(blob: dict) -> str:
         rms = f"{check['rms_own']:.2f} / {check['rms_other']:.2f}" if check else ""
         kept = f"{100 * check['moves_kept']:.1f}%" if "moves_kept" in check else ""
         lr = p["lr"] if p["lr"] is not None else cfg["lr"]
-        lines.append(f"| {i} | {_phase_words(p, cfg['net'].get('policy_net', False))} | {p['updates']:,} | {lr:g} | {score} | {rms} | {kept} |")
+        words = _phase_words(p, cfg["net"].get("policy_net", False))
+        lines.append(f"| {i} | {words} | {p['updates']:,} | {lr:g} | {score} | {rms} | {kept} |")
     cpu = history[-1]["cpu_seconds"] / 60 if history else float("nan")
     lines += ["", f"- Run: {counters.get('updates', 0):,} updates, {counters.get('demo_games', 0):,} demonstrator "
               f"games, {counters.get('episodes', 0):,} self-play episodes, {cpu:.0f} CPU minutes of the "

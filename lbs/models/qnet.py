@@ -424,8 +424,10 @@ class HeldQNet(QNet):
         return Heads(heads.q, logits, heads.aux, self._join(heads.hid, hp))
 
     def forward(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
-        q, logits, _, hid = self.forward_heads(priv, publ, legal, hid)
-        return held_scores(q, logits, legal), hid
+        hq, hp = self._split(hid)  # (not forward_heads: a step needs no auxiliary logits)
+        q, hq = self.q(priv, publ, legal, hq)
+        logits, hp = self.policy(priv, publ, legal, hp)
+        return held_scores(q, logits, legal), self._join(hq, hp)
 
     def public_out(self, publ: torch.Tensor, hid: tuple) -> WithState:
         hq, hp = self._split(hid)

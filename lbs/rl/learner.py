@@ -85,12 +85,14 @@ class Learner:
             self.anchor.load_state_dict(self.module.state_dict())
 
     def anchor_moves(self, batch: Episodes) -> torch.Tensor:
-        """The anchor's greedy moves [B, T, P] on every seat's sequence of a batch."""
+        """The anchor's greedy moves [B, T, P] on every seat's sequence of a batch (beside a policy network,
+        its policy's alone: the same moves without running its Q network)."""
         legal = batch["legal"]
         priv = players_as_rows(batch["priv"])
+        net = self.anchor.policy if self.by_policy else self.anchor
         with torch.no_grad():
-            q = self.anchor(priv, self.public(priv), players_as_rows(legal),
-                            self.anchor.initial_state(priv.shape[0], priv.device))[0]
+            q = net(priv, self.public(priv), players_as_rows(legal),
+                    net.initial_state(priv.shape[0], priv.device))[0]
         return rows_as_players(greedy(q, players_as_rows(legal)), legal.shape[0])
 
     def loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor):
