@@ -14,6 +14,9 @@ import pytest
 import torch
 
 from lbs import ckpt
+from lbs.bad.config import apply_preset
+from lbs.bad.policy import BadNet
+from lbs.configs import to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 BP, BELIEF = ROOT / "checkpoints" / "blueprint_2c.pt", ROOT / "checkpoints" / "belief_2c.pt"
@@ -73,6 +76,9 @@ BIG = [str(2**32), str(2**64)]
 def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
     """script -> (argv, what its one line must say)."""
     nan_bp = nan_copy(BP, tmp / "nan_bp.pt", "blueprint", "model", float("nan"))
+    tiny = apply_preset("tiny")
+    bad = ckpt.save(tmp / "bad.pt", "bad", {"config": to_dict(tiny),
+                                            "model": BadNet(tiny.game, tiny.net).state_dict()})
     locked = unreadable(tmp)
     inf_belief = nan_copy(BELIEF, tmp / "inf_belief.pt", "belief", "state_dict", float("inf"))
     not_table = tmp / "search.json"
@@ -130,6 +136,7 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([str(locked)], "Permission denied"),
             ([str(BP), "--belief", str(locked)], "Permission denied"),
             ([str(BP), "--games", BIG[1]], f"--games {BIG[1]}"),
+            ([str(bad), "--belief", str(BELIEF)], "a BAD checkpoint is scored on one process"),
         ],
         "search/run.py": [
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),

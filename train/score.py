@@ -4,7 +4,9 @@
     python train/score.py checkpoints/blueprint_2p.pt --belief checkpoints/belief_2p.pt --games 1000
     python train/score.py smartbot --players 3 --games 10000
 
-The blueprint is a checkpoint file or a rule bot's name (`smartbot`, for `--players` players). A belief
+The blueprint is a checkpoint file or a rule bot's name (`smartbot`, for `--players` players). A BAD
+checkpoint (train/bad.py) plays its greedy partial policy with its public belief on the same deals; its line
+adds the mean with every lost game at 0 (HLE's rule), since BAD trains with the points kept. A belief
 trained for another blueprint is scored on this one's games all the same (how far it carries over, e.g. a
 warm start's first guess), with a line that says so.
 
@@ -19,15 +21,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lbs import cli
+from lbs import ckpt, cli
 from lbs.acting import playout_policy
+from lbs.bad.trainer import KIND as BAD_KIND
+from lbs.bad.trainer import evaluate as evaluate_bad
+from lbs.bad.trainer import load_bad
 from lbs.belief.evaluate import evaluate_belief
 from lbs.ckpt import CheckpointError
 from lbs.graphs import Graphs
 from lbs.infer import InferenceServer
 from lbs.models import OtherBlueprint, load_belief, load_blueprint, resolve_device
 from lbs.scoring import evaluate
+from lbs.seeding import Stream
 from lbs.shards import launch, plan, rank_device
+
+
+def is_bad(path: str) -> bool:
+    """Whether `path` is a BAD checkpoint (its header says so; a rule bot's name or a blueprint is not)."""
+    try:
+        header = ckpt.read_header(path)
+    except CheckpointError:  # not a file: a rule bot's name, or a missing file load_blueprint names
+        return False
+    return header is not None and header.get("kind") == BAD_KIND
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
                     "cross-entropy of the true hands per card against the grounded and counting beliefs (a "
                     "belief trained for another blueprint is scored all the same, and the output says so)")
     args = ap.parse_args(argv)
+    bad = None
     try:
         cli.games(args.games)
         cli.at_least("--batch", args.batch, 1)
@@ -55,7 +71,13 @@ def main(argv: list[str] | None = None) -> None:
         device = rank_device(shard, resolve_device(args.device))
         if args.cuda_graphs and device.type != "cuda":
             raise ValueError(f"--cuda-graphs needs a CUDA device (the run is on {device.type})")
-        game, net = load_blueprint(args.checkpoint, device, players=args.players)
+        if is_bad(args.checkpoint):
+            if args.belief or args.cuda_graphs or args.devices > 1 or args.players:
+                raise ValueError("a BAD checkpoint is scored on one process, without --belief, --cuda-graphs "
+                                 "or --players (its game is its own)")
+            _, cfg, bad = load_bad(args.checkpoint, device)
+        else:
+            game, net = load_blueprint(args.checkpoint, device, players=args.players)
         if args.belief:
             try:
                 _, model = load_belief(args.belief, blueprint_path=args.checkpoint, game=game, device=device)
@@ -65,6 +87,9 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"belief: {e}; scored on this blueprint's games all the same")
     except (CheckpointError, ValueError) as e:
         sys.exit(f"score: {e}")
+    if bad is not None:  # the same deals as a blueprint's score
+        print(evaluate_bad(cfg, bad, args.games, args.seed, device, Stream.EVAL, args.batch))
+        return
     blueprint = InferenceServer(net, device).qnet()
     with launch(shard, device):
         graphs = Graphs(device) if args.cuda_graphs else None

@@ -257,6 +257,16 @@ class QNet(Blueprint):
         aux = None if self.aux is None else self.aux(o).unflatten(-1, (self.game.hand_size, AUX_CLASSES))
         return Heads(q, q, aux, hid)
 
+    def forward_moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
+                      ) -> torch.Tensor:
+        """Sequences -> move logits [B, T, A] (imitation's forward: Q read as logits)."""
+        return self.forward_heads(priv, publ, legal, hid).logits
+
+    @property
+    def mover(self) -> "QNet":
+        """The network whose greedy moves are this blueprint's (itself; a HeldQNet's policy network)."""
+        return self
+
     def step(
         self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
     ) -> WithState:
@@ -422,6 +432,15 @@ class HeldQNet(QNet):
         heads = self.q.forward_heads(priv, publ, legal, hq)
         logits, hp = self.policy(priv, publ, legal, hp)
         return Heads(heads.q, logits, heads.aux, self._join(heads.hid, hp))
+
+    def forward_moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
+                      ) -> torch.Tensor:
+        """The policy network's logits alone: imitation neither reads nor trains Q (a third of its time)."""
+        return self.policy.forward_moves(priv, publ, legal, self._split(hid)[1])
+
+    @property
+    def mover(self) -> QNet:
+        return self.policy
 
     def forward(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
         hq, hp = self._split(hid)  # (not forward_heads: a step needs no auxiliary logits)

@@ -47,9 +47,9 @@ def imitation_loss(net, batch: Episodes, game: GameConfig, bomb_weight: float = 
     legal_rows, act = players_as_rows(legal), players_as_rows(batch["action"]).long()
     steps = players_as_rows(batch["mask"][..., None].expand(b, t, p))
     moving = players_as_rows(legal[..., : a - 1].any(-1)) & steps
-    heads = net.forward_heads(priv, public_features(game, priv), legal_rows,
-                              net.initial_state(priv.shape[0], priv.device))
-    logits = heads.logits.float().masked_fill(~legal_rows, -1e9)
+    logits = net.forward_moves(priv, public_features(game, priv), legal_rows,
+                               net.initial_state(priv.shape[0], priv.device))
+    logits = logits.float().masked_fill(~legal_rows, -1e9)
     ce = F.cross_entropy(logits.reshape(-1, a), act.reshape(-1), reduction="none")
     m = moving.reshape(-1).float()
     loss = (ce * m).sum() / m.sum().clamp_min(1)
@@ -73,7 +73,7 @@ def fresh_games(cfg: TrainConfig, phase: Phase, start: int, device: torch.device
     if ours:
         was = net.training
         net.eval()
-        parts.append(record_demos(cfg, ours, device, start=start, learner=net, bot=phase.demonstrator))
+        parts.append(record_demos(cfg, ours, device, start=start, learner=net.mover, bot=phase.demonstrator))
         net.train(was)
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 

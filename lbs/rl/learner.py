@@ -49,7 +49,8 @@ class Learner:
         self.target = copy.deepcopy(net).to(self.device).requires_grad_(False)
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.net, self.opt = self.fabric.setup(net, opt)
-        self.net.mark_forward_method("forward_heads")  # the losses' forward, through Fabric's wrapper
+        for name in ("forward_heads", "forward_moves"):  # the losses' forwards, through Fabric's wrapper
+            self.net.mark_forward_method(name)
         self.updates = 0
         self.anchor: torch.nn.Module | None = None
         self.set_phase(cfg.phases[0])

@@ -3,7 +3,11 @@ run that learns, and a resume."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -18,6 +22,8 @@ from lbs.hanabi.policies import random_policy
 from lbs.hanabi.rng import uniform
 from lbs.scoring import play_policy
 from lbs.seeding import Stream, game_seeds
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _first_move(game: GameConfig, net: BadNet, belief: PublicBelief, seeds: torch.Tensor, beta: float = 1.0):
@@ -133,6 +139,14 @@ def test_a_tiny_run_learns_above_random_play(tmp_path) -> None:
     assert result.mean > randomly.mean + 0.5, (result, randomly)
     _, _, net = load_bad(tmp_path / "run" / "best.pt")
     assert isinstance(net, BadNet)
+    # train/score.py scores it like a blueprint: greedy on the evaluation stream's deals, as evaluate does
+    spec = importlib.util.spec_from_file_location("train_score", ROOT / "train" / "score.py")
+    score = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(score)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        score.main([str(tmp_path / "run" / "best.pt"), "--games", "100", "--device", "cpu"])
+    assert out.getvalue().strip() == str(evaluate(cfg, net, 100, 0, torch.device("cpu"), Stream.EVAL))
 
 
 def test_the_evaluation_reports_the_score_with_lost_games_at_zero_beside_the_kept_points(tmp_path) -> None:

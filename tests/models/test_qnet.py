@@ -58,6 +58,7 @@ def test_shapes(kind: str, name: str) -> None:
     assert qs.shape == (rows, a)
     heads = net.forward_heads(priv, publ, legal, hid)
     assert torch.equal(heads.q, q) and heads.logits is heads.q  # no policy network: the moves are Q's
+    assert torch.equal(net.forward_moves(priv, publ, legal, hid), q) and net.mover is net
     assert heads.aux.shape == (rows, t, game.hand_size, 3)
     # uint8 observations (as stored in replay) give the same Q as float ones
     q8, _ = net(priv.to(torch.uint8), publ.to(torch.uint8), legal, hid)
@@ -231,7 +232,8 @@ def test_held_scores_make_the_policys_move_best_and_keep_every_lower_q(dtype: to
 
 def test_a_policy_network_moves_by_its_policy_on_every_path() -> None:
     """A HeldQNet (NetConfig.policy_net): forward, step and q_from_public score the policy network's greedy
-    move best, at Q's value of it; forward_heads gives Q and the policy's logits apart; the first-layer path
+    move best, at Q's value of it; forward_heads gives Q and the policy's logits apart, forward_moves and the
+    mover the policy's alone; the first-layer path
     of the range filter gives the policy's advantages (its logits up to a per-row constant)."""
     game = CONFIGS["p2"]
     net = small_net(game, "publ_lstm", counting=True, policy_net=True)
@@ -248,6 +250,12 @@ def test_a_policy_network_moves_by_its_policy_on_every_path() -> None:
         torch.testing.assert_close(heads.q, net.q(priv, publ, legal, net.q.initial_state(priv.shape[0]))[0])
         step, _ = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid0)
         assert torch.equal(greedy(step, legal[:, 0]), move[:, 0])
+        # imitation's forward and the DAgger games read the policy network alone, to the same moves
+        assert torch.equal(net.forward_moves(priv, publ, legal, hid0), heads.logits)
+        assert net.mover is net.policy
+        assert torch.equal(greedy(net.mover.step(priv[:, 0], publ[:, 0], legal[:, 0],
+                                                 net.policy.initial_state(priv.shape[0]))[0], legal[:, 0]),
+                           move[:, 0])
         out, _ = net.public_out(publ, hid0)
         torch.testing.assert_close(net.q_from_public(priv, out, legal), scores, rtol=0, atol=0)
         x = net.private_input_layer()(net.private_input(priv.flatten(0, 1)))
