@@ -1,5 +1,6 @@
 """Learning curves of blueprint (and BAD) runs, side by side: greedy score against the training process's
-CPU minutes and against wall minutes, each recipe phase marked, with the lines to reach, as PNG + markdown.
+CPU minutes, wall minutes and learner updates, each recipe phase marked, with the lines to reach, as PNG +
+markdown.
 
     python -m experiments.curves runs/blueprint/recipe --record recipe_2p
     python -m experiments.curves plain=runs/blueprint/tiny-a other=runs/blueprint/tiny-b --record tiny_ab
@@ -129,7 +130,7 @@ def main() -> None:
     lead = next((r[2] for r in runs if r[2]["game"].bomb_zero), runs[0][2])  # HLE's rule where a run has it
     game = lead["game"]
     lines = lines_to_reach(game, args.games, lead["seed"])
-    fig, (ax, ax_wall) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, (ax, ax_wall, ax_upd) = plt.subplots(1, 3, figsize=(17, 4.5), sharey=True)
     sections = []
     for name, path, blob in runs:
         hist, kept = blob["history"], not blob["game"].bomb_zero
@@ -144,10 +145,13 @@ def main() -> None:
             drawn = ax.errorbar(cpu, ys, yerr=errs, marker="o", ms=2, ls=style, label=label, color=color)
             color = drawn[0].get_color()
             ax_wall.errorbar(wall, ys, yerr=errs, marker="o", ms=2, ls=style, label=label, color=color)
+            ax_upd.errorbar([h["updates"] for h in rows], ys, yerr=errs, marker="o", ms=2, ls=style,
+                            label=label, color=color)
         for h in (h for h in hist if h["updates"] in blob["phase_ends"]):  # where each phase ended
             ax.axvline(h["cpu_seconds"] / 60, color=color, alpha=0.25, ls=":")
         sections.append(f"### {name}\n\n`{path}`: {blob['summary']}.\n\n{blob['table']}\n")
-    for a, clock in ((ax, "CPU minutes of the training process"), (ax_wall, "wall minutes of training")):
+    for a, clock in ((ax, "CPU minutes of the training process"), (ax_wall, "wall minutes of training"),
+                     (ax_upd, "learner updates (a BAD update: one batch of whole games)")):
         for (label, y), style in zip(lines.items(), ("--", ":"), strict=False):
             a.axhline(y, ls=style, color="gray", label=f"{label} {y:.2f}")
         a.set_xlabel(clock)
