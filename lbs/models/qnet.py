@@ -263,7 +263,7 @@ class QNet(Blueprint):
         return self.forward_heads(priv, publ, legal, hid).logits
 
     @property
-    def mover(self) -> "QNet":
+    def mover(self) -> QNet:
         """The network whose greedy moves are this blueprint's (itself; a HeldQNet's policy network)."""
         return self
 
