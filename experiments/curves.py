@@ -104,9 +104,7 @@ def table(hist: list[dict], cfg: TrainConfig) -> str:
 def bad_table(hist: list[dict]) -> str:
     rows = [f"| {h['updates']} | {h['cpu_seconds'] / 60:.1f} | {h['wall_seconds'] / 60:.1f} | "
             f"{h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} | "
-            f"{h['zeroed']:.3f} |" if "zeroed" in h else
-            f"| {h['updates']} | {h['cpu_seconds'] / 60:.1f} | {h['wall_seconds'] / 60:.1f} | "
-            f"{h['mean']:.3f} ± {h['sem']:.3f} | {100 * h['bombed']:.1f} | - |" for h in hist]
+            f"{format(h['zeroed'], '.3f') if 'zeroed' in h else '-'} |" for h in hist]
     head = ("| updates | CPU minutes | wall minutes | score ± s.e.m. (its game's rule) | bomb-out % | "
             "HLE's rule (lost games 0) |\n" + "|---" * 6 + "|\n")
     return head + ("\n".join(rows) or "| - | - | - | no evaluation yet | - | - |")

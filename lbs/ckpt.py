@@ -97,7 +97,7 @@ def save(path: str | Path, kind: str, payload: dict[str, Any]) -> Path:
     return write_atomic(path, MAGIC + json.dumps(header).encode() + b"\n", body)
 
 
-def read_file(path: str | Path, what: str = "checkpoint") -> bytes:
+def read_file(path: str | Path, what: str = "checkpoint", head: int | None = None) -> bytes:
     """The bytes of a file the user named (`what` it should be, for the message): a missing path, a folder,
     something other than a regular file (a FIFO, a device: reading it could block or never end) or a file
     this process may not read is a CheckpointError in one line. The read itself decides readability, not
@@ -114,9 +114,16 @@ def read_file(path: str | Path, what: str = "checkpoint") -> bytes:
     if not stat.S_ISREG(mode):
         raise CheckpointError(f"{what} {path} is not a regular file")
     try:
-        return path.read_bytes()
+        if head is None:
+            return path.read_bytes()
+        with path.open("rb") as f:  # the first `head` bytes alone (a header, not the weights)
+            return f.read(head)
     except OSError as e:
         raise CheckpointError(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
+HEADER_MAX = 4096
+"""Bytes of a header line read as JSON (a header is a few hundred)."""
 
 
 def _split_header(path: Path, data: bytes) -> tuple[dict | None, bytes]:
@@ -125,7 +132,7 @@ def _split_header(path: Path, data: bytes) -> tuple[dict | None, bytes]:
         return None, data
     line, _, body = data[len(MAGIC):].partition(b"\n")
     try:
-        header = json.loads(line[:4096])
+        header = json.loads(line[:HEADER_MAX])
     except ValueError as e:
         raise CheckpointError(f"checkpoint {path} has a corrupt header: {e}") from e
     if not isinstance(header, dict):
@@ -135,7 +142,7 @@ def _split_header(path: Path, data: bytes) -> tuple[dict | None, bytes]:
 
 def read_header(path: str | Path) -> dict | None:
     """The JSON header of a format-2 file (kind, format, sha256, bytes), or None for a legacy file."""
-    return _split_header(Path(path), read_file(path))[0]
+    return _split_header(Path(path), read_file(path, head=len(MAGIC) + HEADER_MAX + 1))[0]
 
 
 def _unpickle(path: Path, data: bytes, map_location) -> Any:

@@ -233,8 +233,8 @@ def test_held_scores_make_the_policys_move_best_and_keep_every_lower_q(dtype: to
 def test_a_policy_network_moves_by_its_policy_on_every_path() -> None:
     """A HeldQNet (NetConfig.policy_net): forward, step and q_from_public score the policy network's greedy
     move best, at Q's value of it; forward_heads gives Q and the policy's logits apart, forward_moves and the
-    mover the policy's alone; the first-layer path
-    of the range filter gives the policy's advantages (its logits up to a per-row constant)."""
+    mover the policy's alone; the first-layer path of the range filter gives the policy's advantages (its
+    logits up to a per-row constant)."""
     game = CONFIGS["p2"]
     net = small_net(game, "publ_lstm", counting=True, policy_net=True)
     priv, publ, legal = sequences(game, 3, 6)
