@@ -2,6 +2,7 @@
 
     python -m experiments.bench_search --modes lbs-1 lbs-16 --batch-games 1 8 --games 8   # the table1 budget
     python -m experiments.bench_search --device cuda --batch-games 16 64 --budget paper   # on a GPU
+    python -m experiments.bench_search --modes lbs-16 lbs-inf --playout both --games 4 --batch-games 4
 
 Plays the same evaluation deals for every setting with the shipped blueprint and belief (or --blueprint /
 --belief) and prints a table beside the LBS paper's anchors (10,000 rollouts per searched move: LBS-16
@@ -16,23 +17,27 @@ from __future__ import annotations
 import datetime
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from itertools import product
 from pathlib import Path
 
 import torch
 
 from experiments.common import command, machine, result_path, write_result
+from lbs.acting import playout_policy
 from lbs.ckpt import CheckpointError, SaveError, write_atomic
 from lbs.configs import flag_names
 from lbs.search import flags
 from lbs.search.config import Sampler, SearchConfig
 from lbs.search.exact_range import ExactRange
 from lbs.search.play import play_games
+from lbs.search.setup import SearchSetup
 from lbs.search.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 SWITCH = {"off": [False], "on": [True], "both": [False, True]}
+PLAYOUT = {"moves": ["moves"], "step": ["step"], "both": ["step", "moves"]}
+"""--playout: what rollouts play the blueprint with, one setting each (the baseline first)"""
 """--cuda-graphs and --reference-budget: one setting each, or both to compare"""
 PAPER_S_PER_GAME = {"lbs-1": 6.0, "lbs-16": 47.0, "sparta": 215.0}  # LBS paper, 10,000 rollouts per move
 
@@ -54,9 +59,28 @@ def parser() -> flags.Parser:
                     "in play), on, or both")
     ap.count(*flag_names("max_rows"), dest="max_rows", low=1, nargs="+", default=[SearchConfig.max_rows],
              help="rollouts per engine batch (SearchConfig.max_rows), one setting each")
+    ap.add_argument("--playout", choices=["moves", "step", "both"], default="moves",
+                    help="what rollouts play the blueprint with: its moves alone (SearchSetup.playout, the "
+                    "default), its whole step (the baseline for a policy network beside Q), or both")
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
     return ap
+
+
+class StepPlayout(SearchSetup):
+    """The baseline of SearchSetup.playout: rollouts play the blueprint's whole step (a policy network's Q
+    run beside it at every move)."""
+
+    @property
+    def playout(self):
+        return playout_policy(self.net, self.q_fn) if self.mode.depth is None else self.q_fn
+
+
+def playing(setup: SearchSetup, by: str) -> SearchSetup:
+    """The set-up whose rollouts play by `by` ("moves": as it is; "step": StepPlayout)."""
+    if by == "moves":
+        return setup
+    return StepPlayout(**{f.name: getattr(setup, f.name) for f in fields(setup) if f.init})
 
 
 def main() -> None:
@@ -88,13 +112,15 @@ def main() -> None:
     clock = time.thread_time if cpu_clock else time.perf_counter
     with torch.no_grad():
         for mode in map(str, search.modes):
-            grid = product(SWITCH[args.reference_budget], args.batch_games, args.groups,
-                           SWITCH[args.cuda_graphs], args.max_rows)
-            for reference, bg, groups, graphs, max_rows in grid:
+            grid = product(PLAYOUT[args.playout], SWITCH[args.reference_budget], args.batch_games,
+                           args.groups, SWITCH[args.cuda_graphs], args.max_rows)
+            for by, reference, bg, groups, graphs, max_rows in grid:
                 timing = Timing(cpu=cpu_clock) if groups == 1 else None  # one group's time only
                 setup = setups[groups > 1].with_mode(mode, timing, cuda_graphs=graphs, max_rows=max_rows,
                                                      reference_budget=reference)
+                setup = playing(setup, by)
                 label = f"{mode} (reference budget)" if reference else mode
+                label += "" if args.playout == "moves" else f", rollouts by {by}"
                 made: list[Followed] = []
                 if setup.mode.searches:
                     setup = replace(setup, make_sampler=_recording(setup.sampler, made, clock))

@@ -3,13 +3,17 @@ and without acting overlapped with learning, each against its baseline measured 
 
     python -m experiments.bench_train --device auto --batch 128 --seq 80 --games 128 --record cpu
     python -m experiments.bench_train --loop small --updates 120 --repeats 2 --record cpu_loop
+    python -m experiments.bench_train --held --weights runs/blueprint/recipe/best.pt --games 64 --repeats 3
 
 Parts: R2D2 updates on batches of `--batch` sequences of length `--seq` (the full 2-player game, the paper
 network unless --hidden is given) and lockstep self-play rounds of `--games` games. --loop PRESET: that
 preset's training run from scratch to --updates learner updates, alternating TrainConfig.overlap off and on
 (--repeats times each, so a change in machine load hits both), learner updates per wall-clock second of the
 whole run (replay fill, acting, learning, the final latest.pt; no evaluation); the sequential loop is the
-baseline. Writes experiments/results/bench_train/bench_train_<date>_NAME.md with --record NAME.
+baseline. --held: the `recipe` preset's policy network (a HeldQNet), each part that needs only its moves (an
+imitation update, a values-phase self-play round, DAgger games) through the whole network as the baseline
+and through the policy alone, with whether the moves are the same. Writes
+experiments/results/bench_train/bench_train_<date>_NAME.md with --record NAME.
 """
 
 from __future__ import annotations
@@ -24,11 +28,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from torch import nn
 
-from lbs.models import NetConfig, resolve_device
-from lbs.rl.actors import ActorConfig
+from lbs.models import NetConfig, load_blueprint, resolve_device
+from lbs.models.qnet import HeldQNet, make_qnet
+from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.config import Phase
+from lbs.rl.demos import record_demos
+from lbs.rl.imitation import imitation_loss
+from lbs.rl.r2d2 import apex_epsilons
 from lbs.rl.trainer import PRESETS, Trainer
+from lbs.seeding import Stream, game_seeds
 
 from .common import machine, result_path, sync, write_result
 
@@ -76,6 +86,97 @@ def parts(args: argparse.Namespace) -> str:
 
 Reference anchor: ~1,700 trained sequences/s on a multi-GPU, 80-thread machine (reference code).
 """
+
+
+class ThroughHeads(nn.Module):
+    """A HeldQNet whose move logits come through forward_heads (Q run beside the policy and not read): the
+    baseline of what imitation did before it read the policy alone."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def initial_state(self, *a):
+        return self.net.initial_state(*a)
+
+    def forward_moves(self, priv, publ, legal, hid):
+        return self.net.forward_heads(priv, publ, legal, hid).logits
+
+
+def timed(fn, dev, repeats: int) -> tuple[float, object]:
+    """(best wall seconds of `repeats` calls of fn, its last result)."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        sync(dev)
+        t0 = time.perf_counter()
+        out = fn()
+        sync(dev)
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def held(args: argparse.Namespace) -> str:
+    """The recipe preset's policy network (NetConfig.policy_net, a HeldQNet): each part that only needs the
+    moves, run through the whole network (baseline) and through its policy alone (what the trainer runs)."""
+    dev = resolve_device(args.device)
+    cfg = replace(PRESETS["recipe"], device=str(dev), wandb_mode="disabled")
+    if args.weights:
+        _, net = load_blueprint(args.weights, dev, cfg.game)
+    else:
+        net = make_qnet(cfg.game, cfg.net).to(dev)
+    if not isinstance(net, HeldQNet):
+        raise SystemExit(f"--weights {args.weights}: not a policy-network blueprint (NetConfig.policy_net)")
+    demos = record_demos(cfg, cfg.batch_size, dev, start=10**6)
+    phase = cfg.phases[-2]  # an imitation phase with losing plays weighed
+
+    def update(model):
+        def run():
+            net.zero_grad(set_to_none=True)
+            imitation_loss(model, demos, cfg.game, phase.bomb_weight).backward()
+        return run
+
+    net.train()
+    rows = []
+    for name, whole, alone in [("imitation update (batch {b} sequences, forward + backward)",
+                                update(ThroughHeads(net)), update(net))]:
+        rows.append((name.format(b=cfg.batch_size), timed(whole, dev, args.repeats)[0],
+                     timed(alone, dev, args.repeats)[0], ""))
+    net.eval()
+    games = args.games
+    seeds = game_seeds(Stream.BLUEPRINT_TRAIN, 0, games, device=dev)
+    eps = apex_epsilons(games, phases_eps(cfg), cfg.actor.eps_alpha).to(dev)
+
+    def round_of(model):
+        def run():
+            with torch.no_grad():
+                return run_round(cfg.game, model.step, lambda n: model.initial_state(n, dev), seeds, 0,
+                                 cfg.actor, eps=eps)
+        return run
+
+    t_whole, (ep_whole, _) = timed(round_of(net), dev, args.repeats)
+    t_alone, (ep_alone, stats) = timed(round_of(net.mover), dev, args.repeats)
+    same = bool(torch.equal(ep_whole["action"], ep_alone["action"]))
+    rows.append((f"values-phase self-play round ({games} games, eps-greedy, mean length "
+                 f"{stats['length'].float().mean():.1f})", t_whole, t_alone, "yes" if same else "NO"))
+    dagger = lambda model: lambda: record_demos(cfg, games, dev, start=10**6, learner=model)  # noqa: E731
+    t_whole, d_whole = timed(dagger(net), dev, args.repeats)
+    t_alone, d_alone = timed(dagger(net.mover), dev, args.repeats)
+    rows.append((f"DAgger games ({games} games played by the network, SmartBot labelling)", t_whole, t_alone,
+                 "yes" if torch.equal(d_whole["action"], d_alone["action"]) else "NO"))
+    lines = [f"- network: the `recipe` preset's (`{cfg.net}`), "
+             f"{'weights ' + args.weights if args.weights else 'untrained'}; device {dev}; best of "
+             f"{args.repeats} per cell", "",
+             "| part | whole network, s (baseline) | policy alone, s | x baseline | same moves |",
+             "|---|---:|---:|---:|---|"]
+    for name, whole, alone, same in rows:
+        lines.append(f"| {name} | {whole:.3f} | {alone:.3f} | {whole / alone:.2f} | {same or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def phases_eps(cfg) -> float:
+    """The values phase's exploration base (the actors' when the phase names none)."""
+    phase = next(p for p in cfg.phases if p.kind == "values")
+    return cfg.actor.eps_base if phase.eps_base is None else phase.eps_base
 
 
 def one_run(cfg, overlap: bool) -> dict[str, float]:
@@ -127,7 +228,11 @@ def main() -> None:
     ap.add_argument("--precision", default="32-true")
     ap.add_argument("--loop", default=None, choices=sorted(PRESETS),
                     help="time this preset's whole training loop, overlap off and on, instead of the parts")
-    ap.add_argument("--repeats", type=int, default=2, help="--loop: runs of each kind")
+    ap.add_argument("--repeats", type=int, default=2, help="--loop: runs of each kind; --held: best of")
+    ap.add_argument("--held", action="store_true",
+                    help="the recipe's policy network: each part through the whole network and through its "
+                    "policy alone")
+    ap.add_argument("--weights", default="", help="--held: a policy-network blueprint (default: untrained)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/bench_train/bench_train_<date>_NAME.md")
@@ -136,8 +241,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     out = result_path("bench_train", args.record, args.out)
-    body = loop(args) if args.loop else parts(args)
-    title = "Training loop with and without overlap" if args.loop else "Blueprint training throughput"
+    body = loop(args) if args.loop else held(args) if args.held else parts(args)
+    title = ("Training loop with and without overlap" if args.loop else
+             "A policy network read alone" if args.held else "Blueprint training throughput")
     text = (f"# {title}, {time.strftime('%Y-%m-%d %H:%M')}\n\n- machine: {machine()}\n"
             f"- command: `python -m experiments.bench_train {' '.join(sys.argv[1:])}`\n{body}")
     write_result(text, "bench_train", args.record, args.out, out)

@@ -65,6 +65,12 @@ class Blueprint(nn.Module):
         """capabilities.public_state, by the name scripts outside search read."""
         return self.capabilities.public_state
 
+    @property
+    def mover(self) -> Blueprint:
+        """The module whose greedy moves are this blueprint's (itself; a policy network beside Q: the policy
+        alone), for what plays moves and reads no value (acting, scoring, the belief's games)."""
+        return self
+
     def initial_state(self, rows: int, device: torch.device | str | None = None) -> tuple:
         """The state of `rows` rows before any observation (row n * P + p: seat p of game n)."""
         raise NotImplementedError
@@ -73,6 +79,12 @@ class Blueprint(nn.Module):
              state: tuple) -> tuple[torch.Tensor, tuple]:
         """One step of every row: (scores [R, A], whose greedy legal action is the move; the next state)."""
         raise NotImplementedError
+
+    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
+              state: tuple) -> tuple[torch.Tensor, tuple]:
+        """A step whose scores are read for their greedy move alone (rollouts): the same move and the same
+        next state as `step`, with less work where the blueprint can (a policy network beside Q)."""
+        return self.step(priv, publ, legal, state)
 
 
 class RuleBot(Blueprint):

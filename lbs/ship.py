@@ -97,8 +97,9 @@ def ship_blueprint(run_file: str | Path, name: str, games: int, device: torch.de
                "trained": training_record(blob)}
     ckpt.save(out, BLUEPRINT_KIND, payload)
     game, net = load_blueprint(out, device=device)
+    mover = net.mover  # the moves alone are scored (a policy network's Q is not run)
     with torch.no_grad():
-        res = evaluate(game, net.step, lambda b: net.initial_state(b, device), games, seed=0, batch=1000,
+        res = evaluate(game, mover.step, lambda b: mover.initial_state(b, device), games, seed=0, batch=1000,
                        device=device)
     body = f"""# {name}: Hanabi blueprint ({game.players} players, {game.colors} colours x {game.ranks} ranks)
 
@@ -135,6 +136,7 @@ def ship_belief(run_file: str | Path, blueprint: str, name: str, games: int, dev
     ckpt.save(out, BELIEF_KIND, payload)
     game, model = load_belief(out, blueprint_path=blueprint, device=device)
     _, net = load_blueprint(blueprint, device=device, game=game)
+    net = net.mover
     with torch.no_grad():
         res = evaluate_belief(game, model, net.step, lambda b: net.initial_state(b, device), games=games,
                               device=device)

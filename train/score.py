@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     if bad is not None:  # the same deals as a blueprint's score
         print(evaluate_bad(cfg, bad, args.games, args.seed, device, Stream.EVAL, args.batch))
         return
-    blueprint = InferenceServer(net, device).qnet()
+    blueprint = InferenceServer(net.mover, device).qnet()  # moves alone: a policy network's Q is not run
     with launch(shard, device):
         graphs = Graphs(device) if args.cuda_graphs else None
         result = evaluate(game, playout_policy(net, blueprint.step), blueprint.initial_state, args.games,

@@ -63,7 +63,8 @@ class BeliefData:
         self.eps = (apex_epsilons(cfg.games_per_round, actor.eps_base, actor.eps_alpha, self.device)
                     if cfg.explore else None)
         # one caller (the producer thread): run in its thread, no coalescing worker to hand off to
-        self.server = InferenceServer(blueprint, device=self.device, cfg=ServerConfig(coalesce=False))
+        # the moves alone are read (a policy network beside Q: the policy, Q never run)
+        self.server = InferenceServer(blueprint.mover, device=self.device, cfg=ServerConfig(coalesce=False))
         cap = cfg.replay_capacity
         self.replay = PrioritizedReplay(cap, stream_spec(game, self.max_len), device=self.device,
                                         seed=cfg.seed, sampler=UniformSampler(cap, self.device))

@@ -262,11 +262,6 @@ class QNet(Blueprint):
         """Sequences -> move logits [B, T, A] (imitation's forward: Q read as logits)."""
         return self.forward_heads(priv, publ, legal, hid).logits
 
-    @property
-    def mover(self) -> QNet:
-        """The network whose greedy moves are this blueprint's (itself; a HeldQNet's policy network)."""
-        return self
-
     def step(
         self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple
     ) -> WithState:
@@ -441,6 +436,18 @@ class HeldQNet(QNet):
     @property
     def mover(self) -> QNet:
         return self.policy
+
+    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
+        """The policy's step (its logits: the same greedy move as step's scores) and Q's recurrent state
+        advanced as step advances it, by its public stream alone where it has one: Q's private network and
+        head are not run, and a later step (a leaf value) reads the state it would have read."""
+        hq, hp = self._split(hid)
+        logits, hp = self.policy.step(priv, publ, legal, hp)
+        if self.q.capabilities.public_split:
+            hq = self.q.advance_public(publ, hq)
+        else:
+            hq = self.q.step(priv, publ, legal, hq)[1]
+        return logits, self._join(hq, hp)
 
     def forward(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
         hq, hp = self._split(hid)  # (not forward_heads: a step needs no auxiliary logits)

@@ -277,14 +277,14 @@ PRESETS: dict[str, TrainConfig] = {
         eval_every=250,
         checkpoint_minutes=2.0,
     ),
-    # The shipped blueprint (checkpoints/blueprint_2p.pt): the full 2-player game on one CPU core. Imitation
-    # of SmartBot on fresh games (DAgger on half of them; losing plays weighed from update 4,000; the rate
-    # lowered for the last 7,500), then the network's own action values by TD with its moves held (values
-    # phase settings as measured in experiments/results/values/). The imitation schedule is the one measured
-    # in experiments/results/imitation/ (22.08 at 18,936 updates).
+    # The shipped blueprint (checkpoints/blueprint_2p.pt): the full 2-player game within three hours of one
+    # CPU core. Imitation of SmartBot by a policy network on fresh games (DAgger on half of them; losing plays
+    # weighed from update 3,000; the rate lowered for the last 4,000), then a Q network beside it learns the
+    # policy's own action values by TD (values phase settings as measured in experiments/results/values/);
+    # the policy network is frozen there, so every greedy move stays the imitation's.
     "recipe": TrainConfig(
         net=NetConfig(hidden=128, lstm_layers=2, mlp_layers=2, counting=True, hint_facts=True,
-                      discard_facts=True),
+                      discard_facts=True, policy_net=True),
         actor=ActorConfig(num_games=64, max_len=80),
         lr=1e-3,
         adam_eps=1e-8,
@@ -295,11 +295,10 @@ PRESETS: dict[str, TrainConfig] = {
         actor_sync=1,
         updates_per_round=8,
         phases=(
-            Phase("imitate", updates=4000, dagger=0.5),
-            Phase("imitate", updates=7500, dagger=0.5, bomb_weight=2.0),
-            Phase("imitate", updates=7500, lr=3e-4, dagger=0.5, bomb_weight=2.0),
-            Phase("values", updates=1500, lr=3e-4, eps_base=0.3, n_step=80, fit_games=2048, anchor_weight=5.0,
-                  anchor_margin=0.2),
+            Phase("imitate", updates=3000, dagger=0.5),
+            Phase("imitate", updates=6000, dagger=0.5, bomb_weight=2.0),
+            Phase("imitate", updates=4000, lr=3e-4, dagger=0.5, bomb_weight=2.0),
+            Phase("values", updates=1500, lr=3e-4, eps_base=0.3, n_step=80, fit_games=2048),
         ),
         eval_every=1000,
         eval_games=1000,

@@ -43,8 +43,9 @@ class SelfPlay:
         self.replay, self.priorities = replay, priorities
         # one caller at a time per model, inline: the acting thread (overlap: the actor thread, on its own
         # stream) runs the forward passes itself. LEARNER: the learner's weights as of the latest evaluation
-        self.server = InferenceServer(make_qnet(cfg.game, cfg.net), device=device)
-        self.server.register(LEARNER, learner)  # a copy, in the learner's dtype
+        # the actors' model is the network whose moves are played (a HeldQNet's policy: its Q is never read)
+        self.server = InferenceServer(make_qnet(cfg.game, cfg.net).mover, device=device)
+        self.server.register(LEARNER, learner.mover)  # a copy, in the learner's dtype
         self.blueprint = self.server.qnet()
         self.eps_ladder = apex_epsilons(cfg.actor.num_games, cfg.actor.eps_base, cfg.actor.eps_alpha)
         self.graphs = Graphs(device) if cfg.actor.cuda_graphs else None  # actor rounds
@@ -56,13 +57,14 @@ class SelfPlay:
         """The Ape-X ladder of exploration rates, from `base` (a phase's own, or the actors')."""
         self.eps_ladder = apex_epsilons(self.cfg.actor.num_games, base, self.cfg.actor.eps_alpha)
 
-    def sync(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Serve the learner's current weights to the actors."""
-        self.server.update_weights(state_dict)
+    def sync(self, net: nn.Module) -> None:
+        """Serve `net`'s moves to the actors (the learner's network, or a values phase's anchor)."""
+        self.server.update_weights(net.mover.state_dict())
 
-    def serve_learner(self, state_dict: dict[str, torch.Tensor]) -> QNetHandle:
-        """The learner's weights now, served as LEARNER beside the actors' copy (evaluation plays them)."""
-        self.server.update_weights(state_dict, LEARNER)
+    def serve_learner(self, net: nn.Module) -> QNetHandle:
+        """The learner's network now, its moves served as LEARNER beside the actors' copy (evaluation plays
+        them)."""
+        self.server.update_weights(net.mover.state_dict(), LEARNER)
         return self.server.qnet(LEARNER)
 
     def q_fn(self, priv, publ, legal, hid):

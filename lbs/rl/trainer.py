@@ -85,7 +85,7 @@ class Trainer:
         self.held_out = None  # the demonstrator's held-out games, recorded at the first imitation evaluation
         history = self.record.history  # the CPU clock goes on from a resumed run's, or from the init file's
         self.cpu_base = history[-1].get("cpu_seconds", 0.0) if history else init_cpu
-        self.selfplay.sync(self.learner.module.state_dict())
+        self.selfplay.sync(self.learner.module)
         self.eval_graphs = Graphs(self.device) if cfg.actor.cuda_graphs else None  # the learner's net
 
     @property
@@ -110,7 +110,7 @@ class Trainer:
         values phase they play the anchor)."""
         info = self.learner.update(self.replay)
         if self.learner.updates % self.cfg.actor_sync == 0 and self.learner.phase.kind == "improve":
-            self.selfplay.sync(self.learner.module.state_dict())
+            self.selfplay.sync(self.learner.module)
         return info
 
     # ---- the phases ---------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ class Trainer:
         if done == 0 and (phase.kind == "values" or phase.anchor_weight > 0):
             self.learner.hold()
         weights = self.learner.anchor if phase.kind == "values" else self.learner.module
-        self.selfplay.sync(weights.state_dict())
+        self.selfplay.sync(weights)
         self.selfplay.explore(self.cfg.actor.eps_base if phase.eps_base is None else phase.eps_base)
 
     def _imitation_round(self, phase: Phase, done: int) -> dict[str, torch.Tensor]:
@@ -187,7 +187,7 @@ class Trainer:
     def evaluate(self, games: int | None = None) -> EvalResult:
         """Greedy games of the learner's network now (served beside the actors' copy) on fixed deals of the
         validation stream."""
-        learner = self.selfplay.serve_learner(self.learner.module.state_dict())
+        learner = self.selfplay.serve_learner(self.learner.module)
         with learner.pinned() as weights:
             return evaluate(
                 self.cfg.game,

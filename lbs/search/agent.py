@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..acting import Policy, Turn, play
+from ..acting import Policy, QFunction, Turn, play
 from ..graphs import Graphs
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
@@ -60,12 +60,15 @@ class Searcher:
     """Decides the searcher's moves for a batch of games; q_fn plays the blueprint's seats in the rollouts
     (VDN seats; a StatePolicy for a blueprint that reads the engine state, SearchSetup.playout); depth: the
     blueprint moves after the candidate move before bootstrapping with Q (LBS-K), None: to the end
-    (Mode.depth)."""
+    (Mode.depth); value_fn: the step whose Q the leaf reads (default q_fn, which may then be read for its
+    moves alone, SearchSetup.playout)."""
 
     def __init__(self, game: GameConfig, q_fn: Policy, sampler: HandSampler, cfg: SearchConfig,
-                 depth: int | None, seed: int, timing: Timing | None = None, graphs: Graphs | None = None):
+                 depth: int | None, seed: int, timing: Timing | None = None, graphs: Graphs | None = None,
+                 value_fn: QFunction | None = None):
         cfg.check(game)
         self.game, self.q_fn, self.sampler, self.cfg, self.seed = game, q_fn, sampler, cfg, seed
+        self.value_fn = value_fn
         self.depth = depth
         self.timing, self.graphs = timing, graphs
 
@@ -127,7 +130,7 @@ class Searcher:
                 rows_hid = (games[g][:, None] * p + seats).reshape(-1)
                 h = select_rows(hid, rows_hid)
                 ret = rollout_returns(game, start, h, m, self.q_fn, self.depth, horizon, self.graphs,
-                                      cfg.keep_lost_points)
+                                      cfg.keep_lost_points, self.value_fn)
                 stats.add(g[:r_n], m[:r_n], ret[:r_n])
             self._add(t0, "rollouts")
             used = used + n_live * n * go
@@ -194,7 +197,7 @@ def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs 
     deck = state.deck.cpu()
     q_fn = setup.q_fn
     sampler = setup.sampler()
-    searcher = Searcher(game, setup.playout, sampler, cfg, setup.mode.depth, seed, timing, graphs) \
+    searcher = Searcher(game, setup.playout, sampler, cfg, setup.mode.depth, seed, timing, graphs, q_fn) \
         if sampler is not None else None
     if sampler is not None:
         reset, update = sampler.reset, sampler.update

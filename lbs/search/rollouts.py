@@ -31,7 +31,7 @@ def leaf_value(game: GameConfig, state: HanabiState, q_fn: QFunction, hid: tuple
 
 def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torch.Tensor,
                     q_fn: Policy, depth: int | None, horizon: int, graphs: Graphs | None = None,
-                    keep_lost_points: bool = False) -> torch.Tensor:
+                    keep_lost_points: bool = False, value_fn: QFunction | None = None) -> torch.Tensor:
     """Returns [R] of R rollouts: make `first` [R] in `root` [R], then `depth` greedy blueprint moves
     and bootstrap (depth None: play to the end, no bootstrap). `horizon`: moves after `first` that
     finish every game (engine.moves_left_bound); no rollout plays more, the rest would only idle.
@@ -41,16 +41,20 @@ def rollout_returns(game: GameConfig, root: HanabiState, hid: tuple, first: torc
     `graphs` its step is captured once per batch size and replayed (lbs.graphs). On the CPU, without
     graphs, finished games leave the batch instead (_play_out_shrinking): the same returns, less work.
     keep_lost_points: a lost game is worth its points minus one (SearchConfig.keep_lost_points).
+    value_fn: the step whose Q the leaf reads (default q_fn; q_fn may then be one read for its moves alone,
+    Blueprint.moves).
     """
+    value_fn = value_fn or q_fn
     after, _, _ = engine.step(game, root, first)
     steps = horizon if depth is None else min(depth, horizon)
     if graphs is None and root.device.type == "cpu":
-        return _play_out_shrinking(game, root, after, q_fn, hid, steps, depth is not None, keep_lost_points)
+        return _play_out_shrinking(game, root, after, q_fn, hid, steps, depth is not None, keep_lost_points,
+                                   value_fn)
     end, hid = play(game, after, q_fn, hid, steps, graphs=graphs)
     gained = (rollout_score(end, keep_lost_points) - root.score).float()
     if depth is None:
         return gained
-    return gained + leaf_value(game, end, q_fn, hid)
+    return gained + leaf_value(game, end, value_fn, hid)
 
 
 def rollout_score(state: HanabiState, keep_lost_points: bool) -> torch.Tensor:
@@ -68,7 +72,8 @@ SHRINK_AT = 4
 
 
 def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState, q_fn: Policy, hid: tuple,
-                        steps: int, bootstrap: bool, keep_lost_points: bool) -> torch.Tensor:
+                        steps: int, bootstrap: bool, keep_lost_points: bool, value_fn: QFunction
+                        ) -> torch.Tensor:
     """rollout_returns' playout where reading the batch is free (the CPU): play until a quarter of the games
     are over, drop them, go on with the rest. A rollout's moves depend on its own row alone, so the
     returns are those of the fixed-length loop, for the moves the games really last instead of the longest
@@ -90,7 +95,7 @@ def _play_out_shrinking(game: GameConfig, root: HanabiState, state: HanabiState,
         over = state.done if steps > 0 else torch.ones_like(state.done)
         value = (rollout_score(state, keep_lost_points) - root.score.index_select(0, rows)).float()
         if bootstrap and steps == 0:
-            value = value + leaf_value(game, state, q_fn, hid)
+            value = value + leaf_value(game, state, value_fn, hid)
         out[rows[over]] = value[over]
         keep = (~over).nonzero().squeeze(1)
         if not keep.numel():

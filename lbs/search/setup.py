@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..acting import Policy, QFunction, playout_policy
-from ..blueprint import Capabilities, CardKnowledge
+from ..blueprint import Blueprint, Capabilities, CardKnowledge
 from ..blueprint import check as declared
 from ..hanabi.config import GameConfig
 from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
@@ -138,11 +138,20 @@ class SearchSetup:
         return self.timing.wrap(step)
 
     @property
+    def moves_fn(self) -> QFunction:
+        """The served blueprint's step read for its moves alone (Blueprint.moves: a policy network beside Q
+        does not run Q's head); a module that is no Blueprint (a test double): its step. Timed as q_fn."""
+        step = self.blueprint.moves if isinstance(self.net, Blueprint) else self.blueprint.step
+        if self.timing is None or self.cfg.cuda_graphs:
+            return step
+        return self.timing.wrap(step)
+
+    @property
     def playout(self) -> Policy:
-        """What rollouts play the blueprint with: q_fn, or the blueprint's own state reader where it has one
-        and no rollout ends on a leaf value (acting.playout_policy: the same moves, no observation
-        encoded)."""
-        return playout_policy(self.net, self.q_fn) if self.mode.depth is None else self.q_fn
+        """What rollouts play the blueprint with: moves_fn (a leaf value, LBS-K, reads q_fn), or the
+        blueprint's own state reader where it has one and no rollout ends on a leaf value
+        (acting.playout_policy: the same moves, no observation encoded)."""
+        return playout_policy(self.net, self.moves_fn) if self.mode.depth is None else self.moves_fn
 
     def initial_state(self, rows: int) -> tuple:
         return self.blueprint.initial_state(rows)

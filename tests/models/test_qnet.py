@@ -264,6 +264,29 @@ def test_a_policy_network_moves_by_its_policy_on_every_path() -> None:
         torch.testing.assert_close(adv - adv[:, :1], logits - logits[:, :1], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["publ_lstm", "lstm"])
+def test_a_policy_networks_moves_step_makes_steps_move_and_next_state(kind: str) -> None:
+    """Blueprint.moves (what rollouts play): a HeldQNet's runs the policy and advances Q's state without its
+    head (its public stream alone where it has one), and over a whole sequence it makes step's greedy move at
+    every step with step's next state, bit for bit, so a leaf value read after it is step's; a network
+    without a policy network moves by its step itself."""
+    game = CONFIGS["p2"]
+    net = small_net(game, kind, counting=True, policy_net=True)
+    priv, publ, legal = sequences(game, 3, 8)
+    hid_step = hid_moves = net.initial_state(priv.shape[0])
+    with torch.no_grad():
+        for t in range(priv.shape[1]):
+            scores, hid_step = net.step(priv[:, t], publ[:, t], legal[:, t], hid_step)
+            logits, hid_moves = net.moves(priv[:, t], publ[:, t], legal[:, t], hid_moves)
+            assert torch.equal(greedy(logits, legal[:, t]), greedy(scores, legal[:, t])), t
+            assert torch.equal(hid_moves.h, hid_step.h) and torch.equal(hid_moves.c, hid_step.c), t
+        plain = small_net(game, kind, counting=True)
+        hid = plain.initial_state(priv.shape[0])
+        a, b = plain.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid), plain.step(priv[:, 0], publ[:, 0],
+                                                                                  legal[:, 0], hid)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1].h, b[1].h)
+
+
 # ---- deterministic double ------------------------------------------------------------------------
 def test_fixed_qnet() -> None:
     game = CONFIGS["p2"]

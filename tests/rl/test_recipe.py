@@ -17,6 +17,7 @@ from lbs.acting import greedy
 from lbs.bots import SmartBot
 from lbs.hanabi import GameConfig, engine, public_features
 from lbs.hanabi.config import DISCARD, PLAY, REVEAL_COLOR, REVEAL_RANK
+from lbs.hanabi.rng import hash_keys
 from lbs.models import NetConfig, load_blueprint, make_qnet
 from lbs.models.qnet import AUX_EMPTY, AUX_PLAYABLE
 from lbs.rl.actors import ActorConfig, run_round
@@ -283,6 +284,32 @@ def test_a_policy_network_keeps_every_move_while_the_values_phase_trains_q(tmp_p
     assert after["moves_kept"] == 1.0, after
     assert after["corr_other"] > before["corr_other"] + 0.05, checks
     assert after["rms_other"] < before["rms_other"], checks
+
+
+def test_the_actors_of_a_policy_network_play_its_policy_alone_and_make_its_moves(tmp_path):
+    """A values phase's actors and the evaluation serve a HeldQNet's policy network (its Q is never read
+    there): what they serve is the policy's weights, and an exploring round through it records the moves the
+    whole network's step records on the same deals."""
+    phases = (Phase("values", updates=8, eps_base=0.3, n_step=40),)
+    cfg = recipe(tmp_path, "actors", phases, net=replace(PRESETS["recipe-small"].net, policy_net=True))
+    trainer = Trainer(cfg, progress=False)
+    net = trainer.learner.module
+    with torch.no_grad():  # the two networks differ, so serving the wrong one shows
+        for p in net.q.parameters():
+            p.add_(torch.randn_like(p))
+    trainer.selfplay.sync(net)
+    served = trainer.selfplay.server.state_dict()
+    assert served.keys() == net.policy.state_dict().keys()
+    assert all(torch.equal(v, net.policy.state_dict()[k]) for k, v in served.items())
+    evaluated = trainer.selfplay.serve_learner(net)
+    assert evaluated.initial_state(3)[0].shape[0] == net.policy.layers
+    n = cfg.actor.num_games  # round 0's deals and exploration rates, as SelfPlay.play_round draws them
+    seeds = game_seeds(Stream.BLUEPRINT_TRAIN, cfg.seed, n)
+    eps = trainer.selfplay.eps_ladder[hash_keys(seeds, torch.zeros_like(seeds)) % n].float()
+    whole, _ = run_round(cfg.game, net.step, net.initial_state, seeds, 0, cfg.actor, eps=eps)
+    ours, _ = trainer.selfplay.play_round(0)
+    assert torch.equal(ours["action"], whole["action"]) and ours["mask"].sum() > n
+    trainer.selfplay.close()
 
 
 def test_the_value_check_compares_q_with_the_return_of_each_legal_move():

@@ -108,6 +108,30 @@ def test_dropping_finished_rollouts_returns_what_the_fixed_loop_returns(blue, de
         assert len(sizes) == depth + 1
 
 
+@pytest.mark.parametrize("depth", [None, 3])
+def test_rollouts_played_by_a_policy_networks_moves_return_what_its_step_returns(depth):
+    """A blueprint with a policy network beside Q (NetConfig.policy_net): rollouts played by its moves
+    (Blueprint.moves, SearchSetup.playout), the leaf read by its step (value_fn), return exactly what rollouts
+    played by its step return, on either loop; and a search set-up plays its rollouts by the moves."""
+    torch.manual_seed(0)
+    net = make_qnet(GAME, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1, policy_net=True)).eval()
+    state, hid = roots(GAME, net, 32, 3)
+    noise = torch.rand(32, GAME.num_moves, generator=torch.Generator().manual_seed(4))
+    first = torch.where(engine.legal_moves(GAME, state), noise, -1).argmax(1)
+    horizon = int(engine.moves_left_bound(GAME, state).max()) - 1
+    with torch.no_grad():
+        want = rollout_returns(GAME, state, hid, first, net.step, depth, horizon)
+        got = rollout_returns(GAME, state, hid, first, net.moves, depth, horizon, value_fn=net.step)
+        fixed = rollout_returns(GAME, state, hid, first, net.moves, depth, horizon,
+                                Graphs(torch.device("cpu")), value_fn=net.step)
+    assert torch.equal(got, want) and torch.equal(fixed, want)
+    setup = SearchSetup.of(GAME, net, "lbs-inf" if depth is None else f"lbs-{depth}", belief=belief(GAME))
+    try:
+        assert setup.playout == setup.blueprint.moves and setup.q_fn == setup.blueprint.step
+    finally:
+        setup.close()
+
+
 def test_keeping_a_lost_games_points_changes_only_the_lost_rollouts():
     """SearchConfig.keep_lost_points: a rollout ending in a lost game is worth its points minus one (the
     reference SPARTA's rule) instead of HLE's 0; every other rollout is worth the same, on either loop."""
