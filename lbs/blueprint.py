@@ -80,10 +80,12 @@ class Blueprint(nn.Module):
         """One step of every row: (scores [R, A], whose greedy legal action is the move; the next state)."""
         raise NotImplementedError
 
-    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
-              state: tuple) -> tuple[torch.Tensor, tuple]:
+    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, state: tuple,
+              values: bool = True) -> tuple[torch.Tensor, tuple]:
         """A step whose scores are read for their greedy move alone (rollouts): the same move and the same
-        next state as `step`, with less work where the blueprint can (a policy network beside Q)."""
+        next state as `step`, with less work where the blueprint can (a policy network beside Q). values
+        False: no value is read after these moves (a rollout to the end), so the part of the state only a
+        value reads may be left behind."""
         return self.step(priv, publ, legal, state)
 
 

@@ -41,8 +41,9 @@ def _step(net: nn.Module, priv: torch.Tensor, publ: torch.Tensor, legal: torch.T
     return net.step(priv, publ, legal, hid)
 
 
-def _moves(net: nn.Module, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple):
-    return net.moves(priv, publ, legal, hid)
+def _moves(net: nn.Module, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple, *,
+           values: bool):
+    return net.moves(priv, publ, legal, hid, values)
 
 
 def _public_out(net: nn.Module, publ: torch.Tensor, hid: tuple):
@@ -122,11 +123,11 @@ class QNetHandle(ModelHandle):
         """One step: [B, D] inputs -> (q [B, A], next state)."""
         return self._call(_step, priv, publ, legal, hid)
 
-    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
-              hid: tuple) -> tuple[torch.Tensor, HiddenState]:
+    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple,
+              values: bool = True) -> tuple[torch.Tensor, HiddenState]:
         """One step read for its greedy move alone (lbs.blueprint.Blueprint.moves; the served module must
-        have it): the same move and next state as step's."""
-        return self._call(_moves, priv, publ, legal, hid)
+        have it): the same move as step's, and its next state unless `values` is False."""
+        return self._call(_moves, priv, publ, legal, hid, values=values)
 
     def forward(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor,
                 hid: tuple) -> tuple[torch.Tensor, HiddenState]:

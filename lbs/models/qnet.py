@@ -437,13 +437,17 @@ class HeldQNet(QNet):
     def mover(self) -> QNet:
         return self.policy
 
-    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple) -> WithState:
+    def moves(self, priv: torch.Tensor, publ: torch.Tensor, legal: torch.Tensor, hid: tuple,
+              values: bool = True) -> WithState:
         """The policy's step (its logits: the same greedy move as step's scores) and Q's recurrent state
         advanced as step advances it, by its public stream alone where it has one: Q's private network and
-        head are not run, and a later step (a leaf value) reads the state it would have read."""
+        head are not run, and a later step (a leaf value) reads the state it would have read. values False
+        (nothing reads Q after these moves): Q is not run at all and its state stays where it was."""
         hq, hp = self._split(hid)
         logits, hp = self.policy.step(priv, publ, legal, hp)
-        if self.q.capabilities.public_split:
+        if not values:
+            pass
+        elif self.q.capabilities.public_split:
             hq = self.q.advance_public(publ, hq)
         else:
             hq = self.q.step(priv, publ, legal, hq)[1]

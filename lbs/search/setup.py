@@ -5,6 +5,7 @@ builds a hand sampler per batch of games and wraps the clock when profiling."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,21 +138,26 @@ class SearchSetup:
             return step
         return self.timing.wrap(step)
 
-    @property
-    def moves_fn(self) -> QFunction:
+    def moves_fn(self, values: bool) -> QFunction:
         """The served blueprint's step read for its moves alone (Blueprint.moves: a policy network beside Q
-        does not run Q's head); a module that is no Blueprint (a test double): its step. Timed as q_fn."""
-        step = self.blueprint.moves if isinstance(self.net, Blueprint) else self.blueprint.step
+        does not run Q's head, nor Q at all where no value is read after, `values` False); a module that is
+        no Blueprint (a test double): its step. Timed as q_fn."""
+        if isinstance(self.net, Blueprint):
+            step = functools.partial(self.blueprint.moves, values=values)
+        else:
+            step = self.blueprint.step
         if self.timing is None or self.cfg.cuda_graphs:
             return step
         return self.timing.wrap(step)
 
     @property
     def playout(self) -> Policy:
-        """What rollouts play the blueprint with: moves_fn (a leaf value, LBS-K, reads q_fn), or the
-        blueprint's own state reader where it has one and no rollout ends on a leaf value
-        (acting.playout_policy: the same moves, no observation encoded)."""
-        return playout_policy(self.net, self.moves_fn) if self.mode.depth is None else self.moves_fn
+        """What rollouts play the blueprint with: its moves (moves_fn; LBS-K's leaf value reads q_fn), or
+        its own state reader where it has one and no rollout ends on a leaf value (acting.playout_policy:
+        the same moves, no observation encoded)."""
+        if self.mode.depth is None:
+            return playout_policy(self.net, self.moves_fn(values=False))
+        return self.moves_fn(values=True)
 
     def initial_state(self, rows: int) -> tuple:
         return self.blueprint.initial_state(rows)

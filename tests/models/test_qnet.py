@@ -280,6 +280,9 @@ def test_a_policy_networks_moves_step_makes_steps_move_and_next_state(kind: str)
             logits, hid_moves = net.moves(priv[:, t], publ[:, t], legal[:, t], hid_moves)
             assert torch.equal(greedy(logits, legal[:, t]), greedy(scores, legal[:, t])), t
             assert torch.equal(hid_moves.h, hid_step.h) and torch.equal(hid_moves.c, hid_step.c), t
+        blind, _ = net.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid_step, values=False)
+        assert torch.equal(greedy(blind, legal[:, 0]), greedy(net.step(priv[:, 0], publ[:, 0], legal[:, 0],
+                                                                        hid_step)[0], legal[:, 0]))
         plain = small_net(game, kind, counting=True)
         hid = plain.initial_state(priv.shape[0])
         a, b = plain.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid), plain.step(priv[:, 0], publ[:, 0],

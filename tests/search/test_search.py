@@ -5,6 +5,7 @@ sampler with no valid hand leaves the blueprint's play unchanged."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -121,13 +122,16 @@ def test_rollouts_played_by_a_policy_networks_moves_return_what_its_step_returns
     horizon = int(engine.moves_left_bound(GAME, state).max()) - 1
     with torch.no_grad():
         want = rollout_returns(GAME, state, hid, first, net.step, depth, horizon)
-        got = rollout_returns(GAME, state, hid, first, net.moves, depth, horizon, value_fn=net.step)
-        fixed = rollout_returns(GAME, state, hid, first, net.moves, depth, horizon,
-                                Graphs(torch.device("cpu")), value_fn=net.step)
+        moves = partial(net.moves, values=depth is not None)  # as SearchSetup.playout plays it
+        got = rollout_returns(GAME, state, hid, first, moves, depth, horizon, value_fn=net.step)
+        fixed = rollout_returns(GAME, state, hid, first, moves, depth, horizon, Graphs(torch.device("cpu")),
+                                value_fn=net.step)
     assert torch.equal(got, want) and torch.equal(fixed, want)
     setup = SearchSetup.of(GAME, net, "lbs-inf" if depth is None else f"lbs-{depth}", belief=belief(GAME))
     try:
-        assert setup.playout == setup.blueprint.moves and setup.q_fn == setup.blueprint.step
+        playout = setup.playout
+        assert playout.func == setup.blueprint.moves and playout.keywords == {"values": depth is not None}
+        assert setup.q_fn == setup.blueprint.step
     finally:
         setup.close()
 
