@@ -279,9 +279,9 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     # The shipped blueprint (checkpoints/blueprint_2p.pt): the full 2-player game within three hours of one
     # CPU core. Imitation of SmartBot by a policy network on fresh games (DAgger on half of them; losing plays
-    # weighed from update 3,000; the rate lowered for the last 4,000), then a Q network beside it learns the
-    # policy's own action values by TD (values phase settings as measured in experiments/results/values/);
-    # the policy network is frozen there, so every greedy move stays the imitation's.
+    # weighed from update 3,000; the rate lowered to 3e-4 for 4,000, then 1e-4 for the last 6,000), then a Q
+    # network beside it learns the policy's own action values by TD (values phase settings as measured in
+    # experiments/results/values/); the policy network is frozen there, so every greedy move stays.
     "recipe": TrainConfig(
         net=NetConfig(hidden=128, lstm_layers=2, mlp_layers=2, counting=True, hint_facts=True,
                       discard_facts=True, policy_net=True),
@@ -298,6 +298,7 @@ PRESETS: dict[str, TrainConfig] = {
             Phase("imitate", updates=3000, dagger=0.5),
             Phase("imitate", updates=6000, dagger=0.5, bomb_weight=2.0),
             Phase("imitate", updates=4000, lr=3e-4, dagger=0.5, bomb_weight=2.0),
+            Phase("imitate", updates=6000, lr=1e-4, dagger=0.5, bomb_weight=2.0),
             Phase("values", updates=1500, lr=3e-4, eps_base=0.3, n_step=80, fit_games=2048),
         ),
         eval_every=1000,

@@ -13,8 +13,8 @@ from lbs.models import load_belief, load_blueprint
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = ('[{"kind": "imitate", "updates": 16, "dagger": 0.5, "chunk": 32}, '
-         '{"kind": "values", "updates": 16, "eps_base": 0.3, "n_step": 40, "fit_games": 64, '
-         '"anchor_weight": 5.0, "anchor_margin": 0.2}]')
+         '{"kind": "values", "updates": 16, "eps_base": 0.3, "n_step": 40, "fit_games": 64}]')
+"""the `recipe` preset's phases, shortened (its network as the preset's: a policy network beside Q)"""
 
 
 def run(*args: str, cwd: Path) -> str:
@@ -34,12 +34,13 @@ def test_the_documented_commands_rebuild_a_pair_that_searches(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     bp_run, bel_run = tmp_path / "runs" / "bp", tmp_path / "runs" / "bel"
     run(str(ROOT / "train" / "blueprint.py"), "--preset", "recipe-small", "--threads", "1", "--out_dir",
-        str(bp_run), "--phases", SHORT, "--eval_every", "16", "--eval_games", "20", "--value_games", "10",
-        "--min_replay", "32", "--no_progress", cwd=tmp_path)
+        str(bp_run), "--phases", SHORT, "--net.policy_net", "true", "--eval_every", "16", "--eval_games",
+        "20", "--value_games", "10", "--min_replay", "32", "--no_progress", cwd=tmp_path)
     card = run(str(ROOT / "train" / "ship.py"), "blueprint", str(bp_run / "best.pt"), "--name", "bp",
                "--games", "20", "--threads", "1", cwd=tmp_path)
     assert "imitate smartbot, DAgger 0.5" in card and "TD policy evaluation of the anchor" in card
     assert "| 1 | TD policy evaluation" in card and "From update 0: `python train/blueprint.py" in card
+    assert "the Q network alone (moves held by the policy network)" in card and "policy_net=True" in card
     shipped = tmp_path / "checkpoints" / "bp.pt"
     assert not {"optimizer", "anchor", "target"} & set(ckpt.load(shipped, "blueprint"))
     run(str(ROOT / "train" / "belief.py"), "--blueprint", "checkpoints/bp.pt", "--preset", "tiny",
