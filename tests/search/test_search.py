@@ -57,6 +57,15 @@ def roots(game: GameConfig, net, games: int, steps: int, seed: int = 0):
 
 
 # ---- rollouts and leaves -----------------------------------------------------------------------------
+def rollout_start(net, games: int, steps: int, seed: int):
+    """Roots of GAME after `steps` blueprint moves, a random legal first move per root and the horizon
+    that finishes every rollout: (state, hid, first, horizon)."""
+    state, hid = roots(GAME, net, games, steps)
+    noise = torch.rand(games, GAME.num_moves, generator=torch.Generator().manual_seed(seed))
+    first = torch.where(engine.legal_moves(GAME, state), noise, -1).argmax(1)
+    return state, hid, first, int(engine.moves_left_bound(GAME, state).max()) - 1
+
+
 @pytest.mark.parametrize("game", [GAME, GAME3], ids=["p2", "p3"])
 @pytest.mark.parametrize("depth", [0, 2, None])
 def test_a_batch_of_rollouts_equals_the_rollouts_one_at_a_time(game, depth):
@@ -116,10 +125,7 @@ def test_rollouts_played_by_a_policy_networks_moves_return_what_its_step_returns
     played by its step return, on either loop; and a search set-up plays its rollouts by the moves."""
     torch.manual_seed(0)
     net = make_qnet(GAME, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1, policy_net=True)).eval()
-    state, hid = roots(GAME, net, 32, 3)
-    noise = torch.rand(32, GAME.num_moves, generator=torch.Generator().manual_seed(4))
-    first = torch.where(engine.legal_moves(GAME, state), noise, -1).argmax(1)
-    horizon = int(engine.moves_left_bound(GAME, state).max()) - 1
+    state, hid, first, horizon = rollout_start(net, 32, 3, 4)
     with torch.no_grad():
         want = rollout_returns(GAME, state, hid, first, net.step, depth, horizon)
         moves = partial(net.moves, values=depth is not None)  # as SearchSetup.playout plays it
@@ -140,10 +146,7 @@ def test_keeping_a_lost_games_points_changes_only_the_lost_rollouts():
     """SearchConfig.keep_lost_points: a rollout ending in a lost game is worth its points minus one (the
     reference SPARTA's rule) instead of HLE's 0; every other rollout is worth the same, on either loop."""
     net = blueprint(GAME)
-    state, hid = roots(GAME, net, 64, 2)
-    noise = torch.rand(64, GAME.num_moves, generator=torch.Generator().manual_seed(3))
-    first = torch.where(engine.legal_moves(GAME, state), noise, -1).argmax(1)
-    horizon = int(engine.moves_left_bound(GAME, state).max()) - 1
+    state, hid, first, horizon = rollout_start(net, 64, 2, 3)
     with torch.no_grad():
         zero = rollout_returns(GAME, state, hid, first, net.step, None, horizon)
         kept = rollout_returns(GAME, state, hid, first, net.step, None, horizon, keep_lost_points=True)
