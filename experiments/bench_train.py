@@ -126,57 +126,43 @@ def held(args: argparse.Namespace) -> str:
         net = make_qnet(cfg.game, cfg.net).to(dev)
     if not isinstance(net, HeldQNet):
         raise SystemExit(f"--weights {args.weights}: not a policy-network blueprint (NetConfig.policy_net)")
+    weighed = next(p for p in cfg.phases if p.kind == "imitate" and p.bomb_weight)
+    values = next(p for p in cfg.phases if p.kind == "values")
     demos = record_demos(cfg, cfg.batch_size, dev, start=10**6)
-    phase = cfg.phases[-2]  # an imitation phase with losing plays weighed
-
-    def update(model):
-        def run():
-            net.zero_grad(set_to_none=True)
-            imitation_loss(model, demos, cfg.game, phase.bomb_weight).backward()
-        return run
-
-    net.train()
-    rows = []
-    for name, whole, alone in [("imitation update (batch {b} sequences, forward + backward)",
-                                update(ThroughHeads(net)), update(net))]:
-        rows.append((name.format(b=cfg.batch_size), timed(whole, dev, args.repeats)[0],
-                     timed(alone, dev, args.repeats)[0], ""))
-    net.eval()
     games = args.games
     seeds = game_seeds(Stream.BLUEPRINT_TRAIN, 0, games, device=dev)
-    eps = apex_epsilons(games, phases_eps(cfg), cfg.actor.eps_alpha).to(dev)
+    base = cfg.actor.eps_base if values.eps_base is None else values.eps_base
+    eps = apex_epsilons(games, base, cfg.actor.eps_alpha).to(dev)
 
-    def round_of(model):
-        def run():
-            with torch.no_grad():
-                return run_round(cfg.game, model.step, lambda n: model.initial_state(n, dev), seeds, 0,
-                                 cfg.actor, eps=eps)
-        return run
+    def update(model):  # forward + backward of the imitation loss
+        net.zero_grad(set_to_none=True)
+        imitation_loss(model, demos, cfg.game, weighed.bomb_weight).backward()
 
-    t_whole, (ep_whole, _) = timed(round_of(net), dev, args.repeats)
-    t_alone, (ep_alone, stats) = timed(round_of(net.mover), dev, args.repeats)
-    same = bool(torch.equal(ep_whole["action"], ep_alone["action"]))
-    rows.append((f"values-phase self-play round ({games} games, eps-greedy, mean length "
-                 f"{stats['length'].float().mean():.1f})", t_whole, t_alone, "yes" if same else "NO"))
-    dagger = lambda model: lambda: record_demos(cfg, games, dev, start=10**6, learner=model)  # noqa: E731
-    t_whole, d_whole = timed(dagger(net), dev, args.repeats)
-    t_alone, d_alone = timed(dagger(net.mover), dev, args.repeats)
-    rows.append((f"DAgger games ({games} games played by the network, SmartBot labelling)", t_whole, t_alone,
-                 "yes" if torch.equal(d_whole["action"], d_alone["action"]) else "NO"))
+    def round_of(model):  # a values-phase self-play round
+        with torch.no_grad():
+            return run_round(cfg.game, model.step, lambda n: model.initial_state(n, dev), seeds, 0, cfg.actor,
+                             eps=eps)[0]
+
+    def dagger(model):
+        return record_demos(cfg, games, dev, start=10**6, learner=model)
+
+    parts = [(f"imitation update (batch {cfg.batch_size} sequences, forward + backward)", update,
+              ThroughHeads(net), net, True),
+             (f"values-phase self-play round ({games} games, eps-greedy)", round_of, net, net.mover, False),
+             (f"DAgger games ({games} games played by the network, SmartBot labelling)", dagger, net,
+              net.mover, False)]
     lines = [f"- network: the `recipe` preset's (`{cfg.net}`), "
              f"{'weights ' + args.weights if args.weights else 'untrained'}; device {dev}; best of "
              f"{args.repeats} per cell", "",
              "| part | whole network, s (baseline) | policy alone, s | x baseline | same moves |",
              "|---|---:|---:|---:|---|"]
-    for name, whole, alone, same in rows:
-        lines.append(f"| {name} | {whole:.3f} | {alone:.3f} | {whole / alone:.2f} | {same or '—'} |")
+    for name, part, whole, alone, learns in parts:
+        net.train(learns)
+        t_whole, out_whole = timed(lambda: part(whole), dev, args.repeats)  # noqa: B023 (called at once)
+        t_alone, out_alone = timed(lambda: part(alone), dev, args.repeats)  # noqa: B023
+        same = "—" if learns else "yes" if torch.equal(out_whole["action"], out_alone["action"]) else "NO"
+        lines.append(f"| {name} | {t_whole:.3f} | {t_alone:.3f} | {t_whole / t_alone:.2f} | {same} |")
     return "\n".join(lines) + "\n"
-
-
-def phases_eps(cfg) -> float:
-    """The values phase's exploration base (the actors' when the phase names none)."""
-    phase = next(p for p in cfg.phases if p.kind == "values")
-    return cfg.actor.eps_base if phase.eps_base is None else phase.eps_base
 
 
 def one_run(cfg, overlap: bool) -> dict[str, float]:

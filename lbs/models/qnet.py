@@ -445,11 +445,9 @@ class HeldQNet(QNet):
         (nothing reads Q after these moves): Q is not run at all and its state stays where it was."""
         hq, hp = self._split(hid)
         logits, hp = self.policy.step(priv, publ, legal, hp)
-        if not values:
-            pass
-        elif self.q.capabilities.public_split:
+        if values and self.q.capabilities.public_split:
             hq = self.q.advance_public(publ, hq)
-        else:
+        elif values:
             hq = self.q.step(priv, publ, legal, hq)[1]
         return logits, self._join(hq, hp)
 

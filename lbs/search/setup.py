@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..acting import Policy, QFunction, playout_policy
-from ..blueprint import Blueprint, Capabilities, CardKnowledge
+from ..blueprint import Capabilities, CardKnowledge
 from ..blueprint import check as declared
 from ..hanabi.config import GameConfig
 from ..infer import BELIEF, BeliefHandle, InferenceServer, QNetHandle
@@ -133,19 +133,14 @@ class SearchSetup:
     def q_fn(self) -> QFunction:
         """The served blueprint's step; with profiling its time goes to `networks` (not inside a captured
         rollout step: no clock runs there, the networks' time stays in the rollouts')."""
-        step = self.blueprint.step
-        if self.timing is None or self.cfg.cuda_graphs:
-            return step
-        return self.timing.wrap(step)
+        return self._timed(self.blueprint.step)
 
     def moves_fn(self, values: bool) -> QFunction:
         """The served blueprint's step read for its moves alone (Blueprint.moves: a policy network beside Q
-        does not run Q's head, nor Q at all where no value is read after, `values` False); a module that is
-        no Blueprint (a test double): its step. Timed as q_fn."""
-        if isinstance(self.net, Blueprint):
-            step = functools.partial(self.blueprint.moves, values=values)
-        else:
-            step = self.blueprint.step
+        does not run Q's head, nor Q at all where no value is read after, `values` False); timed as q_fn."""
+        return self._timed(functools.partial(self.blueprint.moves, values=values))
+
+    def _timed(self, step: QFunction) -> QFunction:
         if self.timing is None or self.cfg.cuda_graphs:
             return step
         return self.timing.wrap(step)

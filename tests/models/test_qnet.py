@@ -280,9 +280,13 @@ def test_a_policy_networks_moves_step_makes_steps_move_and_next_state(kind: str)
             logits, hid_moves = net.moves(priv[:, t], publ[:, t], legal[:, t], hid_moves)
             assert torch.equal(greedy(logits, legal[:, t]), greedy(scores, legal[:, t])), t
             assert torch.equal(hid_moves.h, hid_step.h) and torch.equal(hid_moves.c, hid_step.c), t
-        blind, _ = net.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid_step, values=False)
-        assert torch.equal(greedy(blind, legal[:, 0]), greedy(net.step(priv[:, 0], publ[:, 0], legal[:, 0],
-                                                                        hid_step)[0], legal[:, 0]))
+        blind, hid_blind = net.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid_step, values=False)
+        scores, hid_next = net.step(priv[:, 0], publ[:, 0], legal[:, 0], hid_step)
+        assert torch.equal(greedy(blind, legal[:, 0]), greedy(scores, legal[:, 0]))
+        # values False: the policy's state advances as step's, Q's stays where it was (Q is not run)
+        q_layers = net.q.layers
+        assert torch.equal(hid_blind.h[q_layers:], hid_next.h[q_layers:])
+        assert torch.equal(hid_blind.h[:q_layers], hid_step.h[:q_layers])
         plain = small_net(game, kind, counting=True)
         hid = plain.initial_state(priv.shape[0])
         a, b = plain.moves(priv[:, 0], publ[:, 0], legal[:, 0], hid), plain.step(priv[:, 0], publ[:, 0],
