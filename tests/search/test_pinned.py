@@ -7,8 +7,9 @@ when the shipped full-game pair was replaced (the blueprint learnt from SmartBot
 again when that belief was replaced by the same run trained longer, and when the pair was replaced by the
 blueprint that also reads the card-count, hint and discard facts and its belief, and when that belief was
 trained longer and began to name SmartBot's conventions (its samples drawn within SmartBot's card
-knowledge), and when the pair became the one `train/blueprint.py --preset recipe` and its belief make. The
-2c runs draw from the belief alone (--knowledge none), as they were recorded: LBS drew within
+knowledge), and when the pair became the one `train/blueprint.py --preset recipe` and its belief make, and
+again when that recipe's blueprint became a policy network beside Q. The 2c runs draw
+from the belief alone (--knowledge none), as they were recorded: LBS drew within
 SmartBot's knowledge only beside a blueprint whose belief named its conventions until the knowledge became a
 setting of its own, whose default, smartbot, 2p/lbs-16 pins."""
 
