@@ -6,6 +6,8 @@ last life is lost: GameConfig.bomb_zero=False).
     python -m experiments.mcts --players 4 --games 48 --iterations 50 --simulation smartbot --record NAME
     python -m experiments.mcts --players 4 --games 8 --iterations 10 --modes ris-mcts \
         --simulation vandenbergh --rule-moves --convention
+    python -m experiments.mcts --players 4 --games 48 --iterations 30 --modes ris-mcts --rule-moves \
+        --convention --evaluation runs/mcts_value/p4.pt      # RIS-MCTS-NR (train/mcts_value.py)
 
 Prints, per mode, the mean score ± s.e.m. over the deals (the evaluation deals of --seed, the same for every
 mode), the wall time per move (the batch's search time over the moves it decided, so per game), the mean
@@ -29,6 +31,7 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.models.io import RULE_BOTS
 from lbs.models.qnet import select_rows
+from lbs.search import mcts_value
 from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, MctsConfig, search
 from lbs.seeding import Stream, game_seeds
 
@@ -36,6 +39,7 @@ from lbs.seeding import Stream, game_seeds
 def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: str,
          device: torch.device) -> dict:
     """Play `games` deals with every seat searching; returns per-game scores and timing counters."""
+    evaluate = mcts_value.load(cfg.evaluation, game, device).leaf_values if cfg.evaluation else None
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
     bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
@@ -52,7 +56,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
             blueprint = BlueprintPolicy(bot.step, select_rows(hid, rows))
         sync(device)
         t = time.perf_counter()
-        res = search(game, root, cfg, keys, blueprint)
+        res = search(game, root, cfg, keys, blueprint, evaluate)
         sync(device)
         seconds += time.perf_counter() - t
         decided += live.numel()
@@ -86,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="the tree takes only Table II's rule moves (MctsConfig.rule_moves)")
     ap.add_argument("--convention", action="store_true",
                     help="the 'playable now' convention (MctsConfig.convention)")
+    ap.add_argument("--evaluation", default=None, metavar="FILE",
+                    help="value new leaves by this evaluation function, no simulation (RIS-MCTS-NR; "
+                    "train/mcts_value.py); with --iterations 1 the function plays greedily")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -99,7 +106,10 @@ def main(argv: list[str] | None = None) -> None:
         game = GameConfig(players=args.players, bomb_zero=False)
         cfgs = {m: MctsConfig(mode=m, iterations=args.iterations, exploration=args.exploration,
                               candidates=args.candidates, rule_moves=args.rule_moves,
-                              convention=args.convention) for m in args.modes}
+                              convention=args.convention, evaluation=args.evaluation) for m in args.modes}
+        if args.evaluation and args.simulation != "random":
+            raise ValueError(f"--evaluation values the leaves: --simulation {args.simulation} would be "
+                             "unused")
     except ValueError as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
@@ -123,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
-  convention: {"on" if args.convention else "off"}
+  convention: {"on" if args.convention else "off"}; leaves: {
+      f"valued by {args.evaluation} (no simulation)" if args.evaluation else "simulated"}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was

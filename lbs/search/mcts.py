@@ -5,9 +5,12 @@ and every player's decisions share one tree. Each iteration determinizes the sea
 hand and the deck from what the searcher observes, walks down the tree by UCT over scores scaled to
 [0, 1] (moves illegal in this iteration's world are ignored), expands one untried legal move, plays the
 game out with the simulation policy (uniformly random moves, or a blueprint's step such as SmartBot's) and
-adds the final score to every node on the path. RIS-MCTS also re-determinizes the hand (and the deck) of
-every other player from that player's own information set when the walk enters its node (ENTERNODE), and
-restores the hand it had when the walk leaves (EXITNODE, see `restore`).
+adds the final score to every node on the path. With a learned evaluation function (RIS-MCTS-NR, the
+paper's section VI: lbs.search.mcts_value) the walk stops at the first node with an untried move instead,
+every untried move there becomes a child valued by the function (one visit each), and the best value among
+the node's moves is added to the path, with no simulation. RIS-MCTS also re-determinizes the hand (and the
+deck) of every other player from that player's own information set when the walk enters its node
+(ENTERNODE), and restores the hand it had when the walk leaves (EXITNODE, see `restore`).
 
 Batched: trees are padded tensors per game (children indexed by move id, visit counts, value sums) and every
 phase of an iteration (determinization, selection, expansion, simulation, back-propagation) is tensor
@@ -23,6 +26,7 @@ Shapes: G games, N nodes per tree, M moves, H hand slots, T card ids, K candidat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -76,6 +80,10 @@ class MctsConfig:
     """the paper's 'playable now' convention: a hint touching one card of the next player says it is
     playable unless the receiver can tell it is not, so hints false under it are never taken in the tree,
     and the receiver's redrawn hand (and its rule chances) keep that card playable"""
+    evaluation: str | None = None
+    """an evaluation function file (train/mcts_value.py): the walk stops at the first node with an untried
+    move, values its moves by the function from the mover's observation and backs up the best, with no
+    simulation (RIS-MCTS-NR; sim_policy unused). None: a simulation to the end values each new node"""
 
     def __post_init__(self) -> None:
         """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
@@ -89,6 +97,10 @@ class MctsConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
                 raise FieldError(name, f"MctsConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
+        if self.evaluation is not None and self.sim_policy != "random":
+            raise FieldError("evaluation", f"MctsConfig.evaluation: a leaf valued by {self.evaluation} "
+                             f"plays no simulation, so sim_policy {self.sim_policy!r} would be unused; "
+                             "leave it out")
         if not 0 <= self.exploration < math.inf:
             raise FieldError("exploration", f"MctsConfig.exploration={self.exploration}: must be finite and "
                              ">= 0")
@@ -359,17 +371,38 @@ def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, bluepri
     return state
 
 
+LeafValues = Callable[[HanabiState], torch.Tensor]
+"""RIS-MCTS-NR's evaluation: states [G] -> [G, M] float64, each move's value (scaled score) for the state's
+mover, read from what the mover observes (lbs.search.mcts_value.EvalFn.leaf_values)."""
+
+
+def _expand_all(child: torch.Tensor, visits: torch.Tensor, value: torch.Tensor, size: torch.Tensor,
+                rows: torch.Tensor, base: torch.Tensor, new: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Make every move of new [G, M] a child of node rows [G] with one visit valued q [G, M] (in move order,
+    numbered from size [G]); returns the new sizes."""
+    ids = size[:, None] + new.long().cumsum(1) - 1  # [G, M]
+    child[rows] = torch.where(new, ids, child[rows])
+    at = (base[:, None] + ids)[new]
+    visits[at] = 1
+    value[at] = q[new]
+    return size + new.sum(1)
+
+
 @torch.no_grad()
 def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Tensor,
-           blueprint: BlueprintPolicy | None = None) -> MctsResult:
+           blueprint: BlueprintPolicy | None = None, evaluate: LeafValues | None = None) -> MctsResult:
     """One search per game for its player to move; keys [G] int64 name each game's random numbers (use a
     fresh key per decision). root: the real games (none finished); the searcher's own cards and the deck
-    order are never read: every iteration redraws them from what the searcher observes.
+    order are never read: every iteration redraws them from what the searcher observes. With `evaluate`
+    the leaves are valued by it (RIS-MCTS-NR, no simulation; no blueprint then).
 
     Host syncs: one read of the games' move bound, one every CHECK_EVERY walk or simulation steps, and the
     counters at the end; none inside a step."""
+    if evaluate is not None and blueprint is not None:
+        raise ValueError("search: a valued leaf (evaluate) plays no simulation; give no blueprint")
     g, m, dev = root.batch_size, game.num_moves, root.device
-    cap = cfg.iterations + 1  # one node per iteration at most, plus the root
+    nr = evaluate is not None
+    cap = cfg.iterations * (m if nr else 1) + 1  # the nodes an iteration adds at most, plus the root
     child = torch.full((g * cap, m), -1, dtype=torch.long, device=dev)
     visits = torch.zeros(g * cap, dtype=torch.long, device=dev)
     value = torch.zeros(g * cap, dtype=torch.float64, device=dev)
@@ -391,6 +424,8 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
         node = torch.zeros(g, dtype=torch.long, device=dev)
         path = [node]
         live = torch.ones(g, dtype=torch.bool, device=dev)
+        valued = torch.zeros(g, dtype=torch.bool, device=dev)  # NR: the walk stopped at a node it valued
+        leaf = torch.zeros(g, dtype=torch.float64, device=dev)
         # a walk adds one node below the tree's deepest, which iteration `it` has at depth `it` at most
         for depth in range(1, min(it + 1, horizon) + 1):
             live = live & ~state.done
@@ -409,6 +444,15 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             legal = tree_moves(game, state, cfg.rule_moves, cfg.convention)
             kids = child.index_select(0, base + node)  # [G, M]
             untried = legal & (kids < 0)
+            if nr:  # a node with an untried move: value them all and stop there
+                stop = live & untried.any(1)
+                q = evaluate(state)
+                size = _expand_all(child, visits, value, size, base + node, base, untried & stop[:, None], q)
+                kids = child.index_select(0, base + node)  # (the step below writes its row back)
+                leaf = torch.where(stop, torch.where(legal, q, -math.inf).max(1).values, leaf)
+                deepest = torch.where(stop, deepest.clamp(min=depth), deepest)  # its new children's depth
+                valued, live = valued | stop, live & ~stop
+                untried = untried & live[:, None]
             expand = live & untried.any(1)
             expand_keys = hash_keys(keys[:, None], it, EXPAND, depth, move_ids)
             fresh = torch.where(untried, expand_keys, -1).argmax(1)
@@ -419,8 +463,9 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             stepped, _, _ = engine.step(game, state, move)
             state = stepped.where(live, state)
             if ris:
-                state = restore(game, saved, state, enter & ~expand)
-                tally[4] += (enter & ~expand).sum()
+                leave = enter & live & ~expand  # (a walk that stopped at a valued node leaves nothing)
+                state = restore(game, saved, state, leave)
+                tally[4] += leave.sum()
             new = size.clone()
             child[base + node, move] = torch.where(expand, new, kids.gather(1, move[:, None]).squeeze(1))
             size = size + expand.long()
@@ -429,8 +474,11 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             path.append(torch.where(live, nxt, -1))
             deepest = torch.where(live, torch.maximum(deepest, torch.full_like(deepest, depth)), deepest)
             live = live & ~expand
-        final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid, horizon)
-        score = final.fireworks.sum(1).double() / game.max_score  # points kept on the last life (the paper)
+        if nr:  # a walk that did not stop at a valued node ended the game
+            score = torch.where(valued, leaf, state.fireworks.sum(1).double() / game.max_score)
+        else:
+            final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid, horizon)
+            score = final.fireworks.sum(1).double() / game.max_score  # points kept on the last life (paper)
         on = torch.stack(path, 1)  # [G, depth + 1]
         rows = (base[:, None] + on.clamp(min=0)).flatten()  # a path's padding adds 0 to its root
         visits.index_add_(0, rows, (on >= 0).long().flatten())

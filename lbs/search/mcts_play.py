@@ -1,6 +1,7 @@
 """Whole games with a tree search (MO-ISMCTS, RIS-MCTS) at every seat: the paper's "all players use the
 same agent". Every move of every game in the batch is one lockstep `mcts.search` call over the games still
-running; its simulation policy is MctsConfig.sim_policy's, its random numbers keyed by game number and
+running; its simulation policy is MctsConfig.sim_policy's (or its leaves are valued by the learned
+evaluation function, MctsConfig.evaluation), its random numbers keyed by game number and
 move, so a game's moves do not depend on the batch it is played in (play_games' contract)."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def simulation_policy(setup: SearchSetup, cfg: MctsConfig) -> tuple[Policy, obje
     """(step or state reader, the module whose initial_state starts it) for MctsConfig.sim_policy: the run's
     blueprint as rollouts play it (SearchSetup.playout), a rule bot by name built for the game, or None for
     uniformly random moves."""
-    if cfg.sim_policy == "random":
+    if cfg.sim_policy == "random" or cfg.evaluation is not None:
         return None
     if cfg.sim_policy == "blueprint":
         return setup.playout, setup
@@ -64,7 +65,8 @@ def play_batch(setup: SearchSetup, ids: torch.Tensor, seed: int, graphs: Graphs 
         if policy is not None:
             rows = (live[:, None] * p + torch.arange(p, device=dev)).reshape(-1)
             blueprint = BlueprintPolicy(policy[0], select_rows(hid, rows))
-        res = search(game, root, cfg, keys, blueprint)
+        res = search(game, root, cfg, keys, blueprint,
+                     setup.evaluation.leaf_values if setup.evaluation is not None else None)
         move = torch.zeros(g_n, dtype=torch.long, device=dev).index_copy(0, live, res.move)
         decisions.append((int(state.num_steps.max()), live.cpu(), res))
         if policy is not None:  # every seat reads the state the move is made in

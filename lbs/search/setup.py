@@ -24,6 +24,8 @@ from .bayes_belief import BayesBelief
 from .config import Mode, Sampler, SearchConfig
 from .exact_range import ExactRange
 from .mcts import MctsConfig
+from .mcts_value import EvalFn
+from .mcts_value import load as load_evaluation
 from .samplers import HandSampler, LearnedBelief, serve
 from .timing import Timing
 
@@ -83,11 +85,16 @@ class SearchSetup:
 
     caps: Capabilities = dataclasses.field(init=False)
     """the blueprint's declared capabilities, checked against the mode"""
+    evaluation: EvalFn | None = dataclasses.field(init=False, default=None)
+    """a tree search's learned evaluation function (MctsConfig.evaluation: RIS-MCTS-NR), loaded and checked
+    against the game once"""
 
     def __post_init__(self) -> None:
         self.device = torch.device(self.device)
         self.cfg.check(self.game, self.mode.searches)
         self.caps = check_blueprint(self.mode, self.net)
+        if self.mode.tree and self.mcts.evaluation is not None:
+            self.evaluation = load_evaluation(self.mcts.evaluation, self.game, self.device)
         if self.mode.joint and self.game.players != 2:
             raise ValueError(f"{self.mode}: multi-agent SPARTA is built for 2 players (each seat replays the "
                              f"other's search over one range); this game has {self.game.players}")

@@ -20,6 +20,7 @@ from lbs.hanabi.rng import hash_keys, uniform
 from lbs.hanabi.state import HanabiState
 from lbs.search import mcts
 from lbs.search.mcts import ACCEPT, DECK, DRAW, EXPAND, FALLBACK, REDRAW, ROLLOUT, BlueprintPolicy, MctsConfig
+from lbs.search.mcts_value import EvalFn
 from lbs.seeding import Stream, game_seeds
 
 GAME2 = GameConfig(players=2, colors=2, ranks=3, hand_size=3, bomb_zero=False)
@@ -152,15 +153,17 @@ def ref_restore(game: GameConfig, saved: HanabiState, after: HanabiState) -> Han
     return after.replace(hands=hands, deck=torch.tensor([deck]))
 
 
-def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig,
-               key: int) -> tuple[list[int], list[float]]:
-    """(visits, value sums) of the root's children, by the paper's loop over one game's dict tree."""
+def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig, key: int,
+               evaluate=None) -> tuple[list[int], list[float]]:
+    """(visits, value sums) of the root's children, by the paper's loop over one game's dict tree; with
+    `evaluate` (one game's state -> [1, M] values) the paper's NR leaf: every untried move a child with one
+    visit and its value, the best legal value backed up, no simulation."""
     searcher, m = int(root.cur_player[0]), game.num_moves
     children: list[dict[int, int]] = [{}]
     visits, value = [0], [0.0]
     for it in range(cfg.iterations):
         s = ref_determinize(game, root, searcher, _h(key, it, REDRAW, 0), cfg.candidates)
-        node, path, depth = 0, [0], 0
+        node, path, depth, leaf = 0, [0], 0, None
         while not bool(s.done[0]):
             depth += 1
             saved, mover = s, int(s.cur_player[0])
@@ -169,6 +172,15 @@ def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig,
                 s = ref_determinize(game, s, mover, _h(key, it, REDRAW, depth), cfg.candidates)
             legal = engine.legal_moves(game, s)[0].nonzero().flatten().tolist()
             untried = [a for a in legal if a not in children[node]]
+            if untried and evaluate is not None:
+                q = evaluate(s)[0].tolist()
+                for a in untried:
+                    children.append({})
+                    visits.append(1)
+                    value.append(q[a])
+                    children[node][a] = len(children) - 1
+                leaf = max(q[a] for a in legal)
+                break
             if untried:
                 move = max(untried, key=lambda a, d=depth, i=it: _h(key, i, EXPAND, d, a))
             else:
@@ -191,12 +203,12 @@ def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig,
             node = children[node][move]
             path.append(node)
         seed, t = _h(key, it, ROLLOUT), 0
-        while not bool(s.done[0]):
+        while evaluate is None and not bool(s.done[0]):
             legal = engine.legal_moves(game, s)[0].nonzero().flatten().tolist()
             move = legal[math.floor(_u(seed, t) * len(legal))]
             s, _, _ = engine.step(game, s, torch.tensor([move]))
             t += 1
-        score = int(s.fireworks.sum()) / game.max_score
+        score = int(s.fireworks.sum()) / game.max_score if leaf is None else leaf
         for nd in path:
             visits[nd] += 1
             value[nd] += score
@@ -226,6 +238,48 @@ def test_batched_trees_equal_the_per_game_reference(game, mode):
         assert int(res.move[g]) == best
     assert res.visits.sum(1).eq(cfg.iterations).all()
     assert max(res.stats.depth) >= 2  # the trees grew below the root's children
+
+
+def leaf_values(game: GameConfig, seed: int = 0):
+    """An evaluation function with random weights: any function of the mover's observation will do (in
+    float64, so a batch and one row give the same values)."""
+    torch.manual_seed(seed)
+    return EvalFn(game, 16).double().leaf_values
+
+
+@pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
+@pytest.mark.parametrize("mode", ["mo-ismcts", "ris-mcts"])
+def test_valued_leaves_equal_the_per_game_reference(game, mode):
+    """RIS-MCTS-NR's trees (every untried move of a leaf valued at once, the best backed up, no simulation)
+    equal the per-game reference visit for visit, and grow deeper than one level."""
+    cfg = MctsConfig(mode=mode, iterations=25, candidates=8)
+    state = roots(game, 7, 5, seed=2)
+    state = state.index((~state.done).nonzero().squeeze(1))
+    keys = torch.arange(state.batch_size) * 5 + 1
+    evaluate = leaf_values(game)
+    res = mcts.search(game, state, cfg, keys, evaluate=evaluate)
+    for g in range(state.batch_size):
+        v, w = ref_search(game, state.index(torch.tensor([g])), cfg, int(keys[g]), evaluate)
+        assert res.visits[g].tolist() == v
+        assert torch.allclose(res.value[g], torch.tensor(w, dtype=torch.float64), rtol=0, atol=1e-9)
+    legal = engine.legal_moves(game, state)
+    assert torch.equal(res.visits > 0, legal)  # the first iteration valued every root move
+    assert res.visits.sum(1).eq(cfg.iterations - 1 + legal.sum(1)).all()
+    assert max(res.stats.depth) >= 3
+
+
+def test_one_valued_iteration_plays_the_function_greedily():
+    game = GAME3
+    state = roots(game, 12, 4, seed=5)
+    state = state.index((~state.done).nonzero().squeeze(1))
+    evaluate = leaf_values(game, 3)
+    keys = torch.arange(state.batch_size)
+    res = mcts.search(game, state, MctsConfig(iterations=1), keys, evaluate=evaluate)
+    q = evaluate(state)
+    assert torch.equal(res.move, torch.where(engine.legal_moves(game, state), q, -math.inf).argmax(1))
+    with pytest.raises(ValueError, match="no simulation"):
+        mcts.search(game, state, MctsConfig(iterations=1), keys, BlueprintPolicy(SmartBot(game).step, None),
+                    evaluate)
 
 
 def test_the_same_keys_give_the_same_search_at_any_batch_size_with_a_blueprint_simulation():
@@ -321,8 +375,9 @@ def test_a_redeterminization_never_reads_the_hidden_cards_it_replaces(game):
     assert changed > 20
 
 
+@pytest.mark.parametrize("valued", [False, True], ids=["simulated", "valued"])
 @pytest.mark.parametrize("mode", ["mo-ismcts", "ris-mcts"])
-def test_no_peeking_the_search_ignores_the_searchers_true_hand_and_the_deck(mode):
+def test_no_peeking_the_search_ignores_the_searchers_true_hand_and_the_deck(mode, valued):
     game = GAME3
     state = roots(game, 16, 6, seed=4)
     state = state.index((~state.done).nonzero().squeeze(1))
@@ -330,7 +385,9 @@ def test_no_peeking_the_search_ignores_the_searchers_true_hand_and_the_deck(mode
     assert int((other.hands != state.hands).any(2).any(1).sum()) > 5
     cfg = MctsConfig(mode=mode, iterations=30)
     keys = torch.arange(state.batch_size)
-    a, b = mcts.search(game, state, cfg, keys), mcts.search(game, other, cfg, keys)
+    evaluate = leaf_values(game) if valued else None
+    a, b = mcts.search(game, state, cfg, keys, evaluate=evaluate), mcts.search(game, other, cfg, keys,
+                                                                              evaluate=evaluate)
     assert torch.equal(a.visits, b.visits) and torch.equal(a.value, b.value) and torch.equal(a.move, b.move)
 
 
