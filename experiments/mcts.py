@@ -25,21 +25,21 @@ import time
 import torch
 
 from experiments.common import command, machine, result_path, sync, write_result
-from lbs import cli
+from lbs import ckpt, cli
 from lbs.acting import seat_q
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.models.io import RULE_BOTS
 from lbs.models.qnet import select_rows
 from lbs.search import mcts_value
-from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, MctsConfig, search
+from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, LeafValues, MctsConfig, search
 from lbs.seeding import Stream, game_seeds
 
 
-def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: str,
-         device: torch.device) -> dict:
-    """Play `games` deals with every seat searching; returns per-game scores and timing counters."""
-    evaluate = mcts_value.load(cfg.evaluation, game, device).leaf_values if cfg.evaluation else None
+def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: str, device: torch.device,
+         evaluate: LeafValues | None = None) -> dict:
+    """Play `games` deals with every seat searching (the leaves valued by `evaluate` where given); returns
+    per-game scores and timing counters."""
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
     bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
@@ -72,6 +72,18 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     return {"scores": state.fireworks.sum(1).double().cpu(), "bombed": int((state.life_tokens <= 0).sum()),
             "seconds": seconds, "moves": decided, "depth": depth / decided, "draws": draws,
             "inexact": inexact, "fallback": fallback, "kept": kept}
+
+
+def learnt(path: str | None) -> str:
+    """What an evaluation function file says of itself: sha256, config, fit and the games it learnt from."""
+    if path is None:
+        return ""
+    blob = ckpt.load(path, mcts_value.KIND)
+    fit = blob["fit"]
+    return (f"\n- evaluation function: sha256 {ckpt.file_hash(path)[:16]}, {blob['config']}; learnt from "
+            f"{', '.join(blob['sources'])}: RMS error {fit['rms_train']:.2f} points on {fit['pairs']} "
+            f"training pairs, {fit['rms_held_out']:.2f} on {fit['held_out_pairs']} held-out pairs (a "
+            f"constant guess {fit['rms_constant']:.2f})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,13 +122,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.evaluation and args.simulation != "random":
             raise ValueError(f"--evaluation values the leaves: --simulation {args.simulation} would be "
                              "unused")
-    except ValueError as e:
+        device = torch.device(args.device)
+        evaluate = mcts_value.load(args.evaluation, game, device).leaf_values if args.evaluation else None
+    except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
-    device = torch.device(args.device)
     rows, per_deal = [], []
     for mode, cfg in cfgs.items():
-        r = play(game, cfg, args.games, args.seed, args.simulation, device)
+        r = play(game, cfg, args.games, args.seed, args.simulation, device, evaluate)
         s = r["scores"]
         sem = s.std() / len(s) ** 0.5
         print(f"{mode}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals, {r['seconds'] / r['moves']:.3f} s "
@@ -125,6 +138,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"{r['bombed']}/{len(s)} | {r['seconds'] / r['moves']:.3f} | {r['depth']:.2f} | "
                     f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']} |")
         per_deal.append(f"- {mode}: {' '.join(str(int(x)) for x in s.tolist())}")
+    leaves = (f"valued by {args.evaluation} (no simulation)" if args.evaluation else "simulated") + \
+        learnt(args.evaluation)
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
 - machine: {machine()}
@@ -133,8 +148,7 @@ def main(argv: list[str] | None = None) -> None:
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
-  convention: {"on" if args.convention else "off"}; leaves: {
-      f"valued by {args.evaluation} (no simulation)" if args.evaluation else "simulated"}
+  convention: {"on" if args.convention else "off"}; leaves: {leaves}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was

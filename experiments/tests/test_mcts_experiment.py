@@ -1,0 +1,40 @@
+"""experiments/mcts.py with a learned evaluation function (RIS-MCTS-NR): it plays, and its record names the
+function it valued the leaves with; a function for another game is one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from lbs.hanabi import GameConfig
+from lbs.search import mcts_value as mv
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1",
+       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def function_for(game: GameConfig, path: Path) -> Path:
+    torch.manual_seed(0)
+    fit = {"pairs": 1, "held_out_pairs": 0, "rms_train": 1.0, "rms_held_out": 1.0, "rms_constant": 2.0}
+    return mv.save(path, mv.EvalFn(game, 8), mv.EvalFnConfig(hidden=8), fit, ["a.json"])
+
+
+def test_valued_leaves_play_and_the_record_names_the_function(tmp_path):
+    fn = function_for(GameConfig(players=2), tmp_path / "e.pt")
+    flags = [sys.executable, "-m", "experiments.mcts", "--players", "2", "--games", "2", "--iterations", "2",
+             "--modes", "ris-mcts", "--out", str(tmp_path / "out")]
+    r = subprocess.run([*flags, "--evaluation", str(fn)], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"valued by {fn} (no simulation)" in r.stdout and "evaluation function: sha256" in r.stdout
+    assert "learnt from a.json" in r.stdout and "| ris-mcts | random | 2 |" in r.stdout
+    other = function_for(GameConfig(players=3), tmp_path / "e3.pt")
+    bad = subprocess.run([*flags, "--evaluation", str(other)], capture_output=True, text=True, env=ENV,
+                         cwd=ROOT, timeout=300)
+    assert bad.returncode != 0 and "is an evaluation function for" in bad.stderr
+    assert "Traceback" not in bad.stderr
