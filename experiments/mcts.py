@@ -74,16 +74,13 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
             "inexact": inexact, "fallback": fallback, "kept": kept}
 
 
-def learnt(path: str | None) -> str:
+def learnt(path: str, net: mcts_value.EvalFn) -> str:
     """What an evaluation function file says of itself: sha256, config, fit and the games it learnt from."""
-    if path is None:
-        return ""
-    blob = ckpt.load(path, mcts_value.KIND)
-    fit = blob["fit"]
-    return (f"\n- evaluation function: sha256 {ckpt.file_hash(path)[:16]}, {blob['config']}; learnt from "
-            f"{', '.join(blob['sources'])}: RMS error {fit['rms_train']:.2f} points on {fit['pairs']} "
-            f"training pairs, {fit['rms_held_out']:.2f} on {fit['held_out_pairs']} held-out pairs (a "
-            f"constant guess {fit['rms_constant']:.2f})")
+    fit = net.about["fit"]
+    return (f"\n- evaluation function: sha256 {ckpt.file_hash(path)[:16]}, {net.about['config']}; learnt "
+            f"from {', '.join(net.about['sources'])}: RMS error {fit['rms_train']:.2f} points on "
+            f"{fit['pairs']} training pairs, {fit['rms_held_out']:.2f} on {fit['held_out_pairs']} held-out "
+            f"pairs (a constant guess {fit['rms_constant']:.2f})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,18 +115,17 @@ def main(argv: list[str] | None = None) -> None:
         game = GameConfig(players=args.players, bomb_zero=False)
         cfgs = {m: MctsConfig(mode=m, iterations=args.iterations, exploration=args.exploration,
                               candidates=args.candidates, rule_moves=args.rule_moves,
-                              convention=args.convention, evaluation=args.evaluation) for m in args.modes}
-        if args.evaluation and args.simulation != "random":
-            raise ValueError(f"--evaluation values the leaves: --simulation {args.simulation} would be "
-                             "unused")
+                              convention=args.convention, sim_policy=args.simulation,
+                              evaluation=args.evaluation) for m in args.modes}
         device = torch.device(args.device)
-        evaluate = mcts_value.load(args.evaluation, game, device).leaf_values if args.evaluation else None
+        net = mcts_value.load(args.evaluation, game, device) if args.evaluation else None
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
     rows, per_deal = [], []
     for mode, cfg in cfgs.items():
-        r = play(game, cfg, args.games, args.seed, args.simulation, device, evaluate)
+        r = play(game, cfg, args.games, args.seed, args.simulation, device,
+                 net.leaf_values if net is not None else None)
         s = r["scores"]
         sem = s.std() / len(s) ** 0.5
         print(f"{mode}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals, {r['seconds'] / r['moves']:.3f} s "
@@ -138,8 +134,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"{r['bombed']}/{len(s)} | {r['seconds'] / r['moves']:.3f} | {r['depth']:.2f} | "
                     f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']} |")
         per_deal.append(f"- {mode}: {' '.join(str(int(x)) for x in s.tolist())}")
-    leaves = (f"valued by {args.evaluation} (no simulation)" if args.evaluation else "simulated") + \
-        learnt(args.evaluation)
+    leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
+        else "simulated"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
 - machine: {machine()}

@@ -38,3 +38,7 @@ def test_valued_leaves_play_and_the_record_names_the_function(tmp_path):
                          cwd=ROOT, timeout=300)
     assert bad.returncode != 0 and "is an evaluation function for" in bad.stderr
     assert "Traceback" not in bad.stderr
+    simulated = subprocess.run([*flags, "--evaluation", str(fn), "--simulation", "smartbot"],
+                               capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert simulated.returncode != 0 and "plays no simulation" in simulated.stderr
+    assert "Traceback" not in simulated.stderr

@@ -446,7 +446,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             untried = legal & (kids < 0)
             if nr:  # a node with an untried move: value them all and stop there
                 stop = live & untried.any(1)
-                q = evaluate(state)
+                q = evaluate(state)  # every row, though only `stop`'s are read: no host sync to pick them
                 size = _expand_all(child, visits, value, size, base + node, base, untried & stop[:, None], q)
                 kids = child.index_select(0, base + node)  # (the step below writes its row back)
                 leaf = torch.where(stop, torch.where(legal, q, -math.inf).max(1).values, leaf)

@@ -30,7 +30,7 @@ def simulation_policy(setup: SearchSetup, cfg: MctsConfig) -> tuple[Policy, obje
     """(step or state reader, the module whose initial_state starts it) for MctsConfig.sim_policy: the run's
     blueprint as rollouts play it (SearchSetup.playout), a rule bot by name built for the game, or None for
     uniformly random moves."""
-    if cfg.sim_policy == "random" or cfg.evaluation is not None:
+    if cfg.sim_policy == "random":  # (MctsConfig.evaluation, valued leaves, needs it so)
         return None
     if cfg.sim_policy == "blueprint":
         return setup.playout, setup

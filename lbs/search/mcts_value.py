@@ -70,6 +70,8 @@ class EvalFn(nn.Module):
     def __init__(self, game: GameConfig, hidden: int):
         super().__init__()
         self.game = game
+        self.about: dict = {}
+        """what its file says of it (load): config, fit and the games it learnt from"""
         self.register_buffer("mean", torch.zeros(game.obs_dim))
         self.register_buffer("scale", torch.ones(game.obs_dim))
         self.net = nn.Sequential(nn.Linear(game.obs_dim, hidden), nn.ReLU(),
@@ -204,4 +206,5 @@ def load(path: str | Path, game: GameConfig, device: torch.device | str = "cpu")
         raise ckpt.CheckpointError(f"{path} is an evaluation function for {stored}, this game is {game}")
     net = EvalFn(game, int(blob["config"]["hidden"])).to(device)
     net.load_state_dict(blob["model"])
+    net.about = {k: blob[k] for k in ("config", "fit", "sources")}
     return net.eval()
