@@ -8,11 +8,17 @@ last life is lost: GameConfig.bomb_zero=False).
         --simulation vandenbergh --rule-moves --convention
     python -m experiments.mcts --players 4 --games 48 --iterations 30 --modes ris-mcts --rule-moves \
         --convention --evaluation runs/mcts_value/p4.pt      # RIS-MCTS-NR (train/mcts_value.py)
+    python -m experiments.mcts --players 3 --games 48 --iterations 100 --modes ris-mcts --rule-moves \
+        --convention --beside smartbot vandenbergh sparta     # Table III: both search families, same deals
 
 Prints, per mode, the mean score ± s.e.m. over the deals (the evaluation deals of --seed, the same for every
 mode), the wall time per move (the batch's search time over the moves it decided, so per game), the mean
 decision depth (deepest node of each tree, averaged over moves) and the determinizations that were not exact
-draws. With --record NAME the table goes to experiments/results/mcts/mcts_<date>_NAME.md.
+draws. --beside adds rows on the same deals under the same scoring: a rule bot alone (every seat) and SmartBot
+with one seat searching by SPARTA at the table1 budget (the one-ply family), each tree search paired with
+them per deal, and every row's score also under HLE's rule (0 when the last life is lost), the rule of the
+SmartBot number the paper's Table III quotes. With --record NAME the table goes to
+experiments/results/mcts/mcts_<date>_NAME.md.
 """
 
 from __future__ import annotations
@@ -29,10 +35,14 @@ from lbs import ckpt, cli
 from lbs.acting import seat_q
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
-from lbs.models.io import RULE_BOTS
+from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
 from lbs.search import mcts_value
+from lbs.search.config import BUDGETS, SearchConfig
 from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, LeafValues, MctsConfig, search
+from lbs.search.play import play_games
+from lbs.search.report import paired_difference
+from lbs.search.setup import SearchSetup
 from lbs.seeding import Stream, game_seeds
 
 
@@ -69,9 +79,36 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         state, _, _ = engine.step(game, state, moves)
         print(f"  move {int(state.num_steps.max())}: {int((~state.done).sum())} games running, "
               f"{seconds / decided:.2f} s per move", file=sys.stderr, flush=True)
-    return {"scores": state.fireworks.sum(1).double().cpu(), "bombed": int((state.life_tokens <= 0).sum()),
+    return {"scores": state.fireworks.sum(1).double().cpu(), "lost": (state.life_tokens <= 0).cpu(),
             "seconds": seconds, "moves": decided, "depth": depth / decided, "draws": draws,
             "inexact": inexact, "fallback": fallback, "kept": kept}
+
+
+BESIDE = ("smartbot", "vandenbergh", "sparta")
+"""rows --beside plays: a rule bot alone, or SmartBot with seat 0 searching by SPARTA (table1 budget)"""
+
+
+def beside(name: str, game: GameConfig, games: int, seed: int, device: torch.device,
+           cfg: SearchConfig | None = None) -> dict:
+    """The same deals as `play`, under the same scoring, played by a rule bot alone (every seat) or, for
+    "sparta", by SmartBot with seat 0 searching (cfg, default the table1 budget; its rollouts scored by
+    `game`'s rule too); the counters `play` returns where they apply, and the decks."""
+    _, net = load_blueprint("smartbot" if name == "sparta" else name, device, game=game)
+    if cfg is None:
+        budget = BUDGETS["table1"]
+        cfg = budget.fit(budget.search, game, rollouts_set=False)
+    mode = "sparta" if name == "sparta" else "blueprint"
+    with SearchSetup.of(game, net, mode, cfg, device=device) as setup:
+        sync(device)
+        t = time.perf_counter()
+        results = play_games(setup, games, seed, batch_games=games)
+        sync(device)
+        seconds = time.perf_counter() - t
+    moves = sum(r.searched for r in results)
+    return {"scores": torch.tensor([float(r.record.score) for r in results], dtype=torch.float64),
+            "lost": torch.tensor([r.bombed for r in results]), "seconds": seconds, "moves": moves,
+            "searched": sum(r.searched for r in results), "rollouts": cfg.rollouts,
+            "decks": torch.tensor([r.record.deck for r in results])}
 
 
 def learnt(path: str, net: mcts_value.EvalFn) -> str:
@@ -102,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--evaluation", default=None, metavar="FILE",
                     help="value new leaves by this evaluation function, no simulation (RIS-MCTS-NR; "
                     "train/mcts_value.py); with --iterations 1 the function plays greedily")
+    ap.add_argument("--beside", nargs="*", default=[], choices=BESIDE,
+                    help="also play the same deals with a rule bot alone, or SmartBot + SPARTA (one seat, "
+                    "the table1 budget), each tree search paired with them (the paper's Table III)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -122,18 +162,42 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
-    rows, per_deal = [], []
+    rows, per_deal, played = [], [], {}
+
+    def row(name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:
+        s, lost = r["scores"], r["lost"]
+        hle = torch.where(lost, 0.0, s)
+        sem, hle_sem = s.std() / len(s) ** 0.5, hle.std() / len(s) ** 0.5
+        print(f"{name}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals", flush=True)
+        per_move = f"{r['seconds'] / r['moves']:.3f}" if r["moves"] else "—"
+        rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
+                    f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
+        per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
+        played[name] = s
+
+    for name in args.beside:
+        r = beside(name, game, args.games, args.seed, device)
+        row("smartbot + sparta" if name == "sparta" else name,
+            f"— ({r['rollouts']:,} rollouts, {r['searched']} moves searched)" if name == "sparta" else "—",
+            "—", r, "—", "—")
     for mode, cfg in cfgs.items():
         r = play(game, cfg, args.games, args.seed, args.simulation, device,
                  net.leaf_values if net is not None else None)
-        s = r["scores"]
-        sem = s.std() / len(s) ** 0.5
-        print(f"{mode}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals, {r['seconds'] / r['moves']:.3f} s "
-              f"per move", flush=True)
-        rows.append(f"| {mode} | {args.simulation} | {args.iterations} | {s.mean():.2f} ± {sem:.2f} | "
-                    f"{r['bombed']}/{len(s)} | {r['seconds'] / r['moves']:.3f} | {r['depth']:.2f} | "
-                    f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']} |")
-        per_deal.append(f"- {mode}: {' '.join(str(int(x)) for x in s.tolist())}")
+        row(mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
+            f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
+    paired = ""
+    if args.beside:
+        bases = [n for n in played if n not in cfgs]
+        lines = [f"| {m} | " + " | ".join("{:+.2f} ± {:.2f}".format(*paired_difference(played[m], played[b]))
+                                          for b in bases) + " |" for m in cfgs]
+        paired = (f"\nEach tree search paired with each row beside it on the same deals (points kept):\n\n"
+                  f"| mode | {' | '.join('vs ' + b for b in bases)} |\n|---|{'---|' * len(bases)}\n"
+                  + "\n".join(lines) + "\n")
+    besides = "" if not args.beside else (
+        f"\n- beside: {', '.join(args.beside)} on the same deals, every seat playing the rule bot; smartbot "
+        "+ sparta: seat 0 searches by SPARTA over SmartBot (exact range, the table1 budget raised to 50 "
+        "rollouts per legal move, delta 0.5), its rollouts scored with points kept; s per move: per "
+        "searched move")
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
         else "simulated"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
@@ -148,12 +212,13 @@ def main(argv: list[str] | None = None) -> None:
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was
-  kept (see lbs.search.mcts.draw_hands)
+  kept (see lbs.search.mcts.draw_hands); HLE's rule: the same games scored 0 where every life was
+  lost (lost all){besides}
 
-| mode | simulation | iterations | score ± s.e.m. | lost every life | s per move | depth | not exact |
-|---|---|---|---|---|---|---|---|
+| mode | simulation | iterations | score ± s.e.m. | HLE's rule | lost all | s per move | depth | not exact |
+|---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
-
+{paired}
 Scores per deal, in deal order (to pair runs on the same deals):
 
 {chr(10).join(per_deal)}
