@@ -101,7 +101,8 @@ def beside(name: str, game: GameConfig, games: int, seed: int, device: torch.dev
     with SearchSetup.of(game, net, mode, cfg, device=device) as setup:
         sync(device)
         t = time.perf_counter()
-        results = play_games(setup, games, seed, batch_games=games)
+        # SPARTA's exact ranges hold millions of hands a game early on (about 0.5 GB each): 8 games at once
+        results = play_games(setup, games, seed, batch_games=games if mode == "blueprint" else 8)
         sync(device)
         seconds = time.perf_counter() - t
     moves = sum(r.searched for r in results)

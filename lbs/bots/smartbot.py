@@ -231,13 +231,54 @@ class SmartBot(RuleBot):
     def act(self, state: HanabiState, hid: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
         """step's moves read off the engine state of N games instead of every seat's observation (read_state
         equals decoding them): (the move [N] of each game's seat to move, 0 in finished games; every seat's
-        next `hid`). What a playout that keeps no observation calls (lbs.acting.StatePolicy)."""
+        next `hid`). What a playout that keeps no observation calls (lbs.acting.StatePolicy). On the CPU
+        one copy of the knowledge per game is updated (_act_one_copy), elsewhere every seat's."""
+        if _stop_at_fixed_point(state.device):
+            return self._act_one_copy(state, hid)
+        return self._act_every_seat(state, hid)
+
+    def _act_every_seat(self, state: HanabiState, hid: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
+        """act, each seat's copy of the knowledge updated from its own view."""
         g, n = self.game, state.batch_size
         ob = read_state(g, state)
         bd = board(g, state.fireworks, ob.seen[:: g.players])  # the same for every seat of a game
         hid = self._read(ob, hid, _Board(*(x.repeat_interleave(g.players, 0) for x in bd)))
         move = self._decide(ob, hid, torch.arange(n, device=state.device) * g.players + state.cur_player)
         return torch.where(state.done, 0, move), hid
+
+    def _act_one_copy(self, state: HanabiState, hid: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
+        """act with the knowledge updated once per game, from the view of its seat to move, and handed to
+        the other seats turned to their own seat: every seat holds the same copy as long as every update is
+        read from public events. One is not: a discard finesse is located in the partners' newest cards,
+        which each seat sees differently, so the seats' copies part where no partner or more than one holds
+        the card newest (a search's deviation can make that). Games whose copies differ already, or whose
+        last move is such a discard, take the every-seat update (a host read, free on the CPU)."""
+        g, n, p = self.game, state.batch_size, self.game.players
+        dev = state.device
+        mover = state.cur_player
+        first = torch.arange(n, device=dev) * p
+        ob = read_state(g, state, mover)  # [N]: the view of each game's seat to move
+        before = _rows_of(hid, first + mover)
+        absolute = _to_absolute(hid.possible, hid.seat).reshape(n, p, p, g.hand_size)
+        parted = (absolute != absolute[:, :1]).flatten(1).any(1) | discard_finesse(g, before, ob)
+        one = self._read(ob, before, board(g, state.fireworks, ob.seen))
+        seat = hid.seat
+        possible = _to_relative(_to_absolute(one.possible, mover).repeat_interleave(p, 0), seat)
+        public = (x.repeat_interleave(p, 0) for x in one[2:])
+        out = SmartBotState(possible, seat, *public)
+        mine = one.possible
+        games = parted.nonzero().squeeze(1)
+        if games.numel():
+            rows = (games[:, None] * p + torch.arange(p, device=dev)).reshape(-1)
+            some = state.index(games)
+            ob_all = read_state(g, some)
+            bd = board(g, some.fireworks, ob_all.seen[::p])
+            each = self._read(ob_all, _rows_of(hid, rows), _Board(*(x.repeat_interleave(p, 0) for x in bd)))
+            out = SmartBotState(*(x.index_copy(0, rows, y) for x, y in zip(out, each, strict=True)))
+            at = torch.arange(games.numel(), device=dev) * p + mover.index_select(0, games)
+            mine = mine.index_copy(0, games, each.possible.index_select(0, at))
+        move = decide(g, mine, ob, _Board(one.playable, one.worthless, one.valuable))
+        return torch.where(state.done, 0, move), out
 
     def _decide(self, ob: _Obs, state: SmartBotState, rows: torch.Tensor) -> torch.Tensor:
         bd = _Board(state.playable, state.worthless, state.valuable)
@@ -353,31 +394,38 @@ def decode(game: GameConfig, obs: torch.Tensor) -> _Obs:
     )
 
 
-def read_state(game: GameConfig, state: HanabiState) -> _Obs:
+def read_state(game: GameConfig, state: HanabiState, observers: torch.Tensor | None = None) -> _Obs:
     """decode(encode(state)) for every seat of N games (rows n * P + p: seat p of game n), read off the engine
     state: the partners' cards, which slots hold a card, the board and the last move, the seat's own cards
-    left out as its observation leaves them out (a test holds the two equal on every state of many games)."""
+    left out as its observation leaves them out (a test holds the two equal on every state of many games).
+    With observers [N], one row per game: that seat's."""
     g, tb, dev = game, tables(game, state.device), state.device
     n, p, h = state.batch_size, game.players, game.hand_size
     seats = torch.arange(p, device=dev)
     hands = _rotated(state.hands)  # [N, P, P, H]: observer o's player q is player o + q
     hands = torch.where(seats[:, None] == 0, -1, hands)  # the observer's own cards hidden
     missing = _rotated((state.hands < 0).any(2, keepdim=True).long())  # [N, P, P, 1]: one bit per player
+    if observers is not None:
+        seats = observers[:, None]  # [N, 1]: each game's one observer
+        hands = hands.gather(1, observers[:, None, None, None].expand(n, 1, p, h))
+        missing = missing.gather(1, observers[:, None, None, None].expand(n, 1, p, 1))
+    rows = hands.shape[0] * hands.shape[1]
     played = tb.card_rank[None, :] < _per_card(g, state.fireworks)
     moved = state.last_player >= 0
     m = state.last_move.clamp(min=0)
     kind = torch.where(moved, tb.move_type[m], -1)
     is_color, is_rank = kind == REVEAL_COLOR, kind == REVEAL_RANK
     is_card = (kind == PLAY) | (kind == DISCARD)
-    actor = torch.where(moved[:, None], (state.last_player[:, None] - seats) % p, -1)  # [N, P]
+    actor = torch.where(moved[:, None], (state.last_player[:, None] - seats) % p, -1)  # [N, P or 1]
     target = torch.where((is_color | is_rank)[:, None], (actor + tb.move_offset[m][:, None]) % p, -1)
+    copies = rows // n
 
     def each(x: torch.Tensor) -> torch.Tensor:  # the same for every seat of a game
-        return x.repeat_interleave(p, 0)
+        return x.repeat_interleave(copies, 0) if copies > 1 else x
 
     return _Obs(
-        hands=hands.reshape(n * p, p, h),
-        present=torch.arange(h, device=dev) < h - missing.reshape(n * p, p, 1),
+        hands=hands.reshape(rows, p, h),
+        present=torch.arange(h, device=dev) < h - missing.reshape(rows, p, 1),
         fireworks=each(state.fireworks),
         seen=each(state.discards + played.long()),
         deck=each(g.num_cards - state.deck_pos),
@@ -406,6 +454,20 @@ def _rotated(x: torch.Tensor) -> torch.Tensor:
     n, p, f = x.shape
     twice = torch.cat([x, x], 1)
     return twice.as_strided((n, p, p, f), (2 * p * f, f, f, 1))
+
+
+def _to_absolute(possible: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
+    """Knowledge [R, P, H] seen from `seat` [R] (observer first) -> by absolute player."""
+    p = possible.shape[1]
+    at = (torch.arange(p, device=possible.device) - seat[:, None]) % p
+    return possible.gather(1, at[..., None].expand(-1, -1, possible.shape[2]))
+
+
+def _to_relative(possible: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
+    """Knowledge [R, P, H] by absolute player -> seen from `seat` [R] (observer first)."""
+    p = possible.shape[1]
+    at = (torch.arange(p, device=possible.device) + seat[:, None]) % p
+    return possible.gather(1, at[..., None].expand(-1, -1, possible.shape[2]))
 
 
 def _to_mask(game: GameConfig, x: torch.Tensor) -> torch.Tensor:

@@ -119,6 +119,42 @@ def test_reading_the_state_is_decoding_every_observation(variant):
     assert bool(state.done.all()) and kinds == {-1, PLAY, DISCARD, REVEAL_COLOR, REVEAL_RANK}  # all read
 
 
+@pytest.mark.parametrize("players", [2, 3, 4, 5])
+def test_one_copy_per_game_is_every_seat_updating_its_own(players):
+    """act on the CPU updates one copy of the knowledge per game and turns it to every seat; it equals every
+    seat updating its own copy (moves and every field of every seat's state), also off SmartBot's own play:
+    moves of a search's kind (random legal moves, and discards of cards known to be playable, which part the
+    seats' copies where no partner or several hold the card newest), so the games whose copies differ are
+    read seat by seat, and some do."""
+    game, n, p = GameConfig(players=players), 128, players
+    bot = SmartBot(game)
+    state, hid = engine.reset(game, torch.arange(n) + 7), bot.initial_state(n * p)
+    seeds, parted = torch.arange(n) * 31 + 5, 0
+    rows = torch.arange(n) * p
+    for _ in range(game.max_steps):
+        move, after = bot._act_one_copy(state, hid)
+        want, every = bot._act_every_seat(state, hid)
+        assert torch.equal(move, want) and all(torch.equal(a, b) for a, b in zip(after, every, strict=True))
+        absolute = sb._to_absolute(every.possible, every.seat).reshape(n, p, p, -1)
+        parted += int((absolute != absolute[:, :1]).flatten(1).any(1).sum())
+        # off the bot's play: a known playable card of the mover's discarded, or a random legal move
+        mine = every.possible.index_select(0, rows + state.cur_player)[:, 0]  # [N, H]
+        known, _ = sb.known_card(mine)
+        sure = known & sb.all_in(mine, every.playable.index_select(0, rows)[:, None]) & (mine != 0)
+        legal = engine.legal_moves(game, state)
+        slot = sure.long().argmax(1)
+        discard = slot  # move ids: discards (by slot) first
+        can = sure.any(1) & legal.gather(1, discard[:, None]).squeeze(1)
+        coin = torch.rand(n, generator=torch.Generator().manual_seed(int(state.num_steps.max())))
+        move = torch.where(can & (coin < 0.5), discard, move)
+        move = torch.where(coin > 0.8, engine.random_moves(game, state, seeds, legal), move)
+        state, _, _ = engine.step(game, state, torch.where(state.done, 0, move))
+        hid = every
+        if bool(state.done.all()):
+            break
+    assert bool(state.done.all()) and parted > 0
+
+
 def test_scores_mark_the_move_and_idle_seats_pass():
     """Scores are 1 on the move (legal for the seat to move); seats not to move get the no-op."""
     game = GameConfig(players=3)
