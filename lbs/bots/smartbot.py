@@ -259,13 +259,14 @@ class SmartBot(RuleBot):
         first = torch.arange(n, device=dev) * p
         ob = read_state(g, state, mover)  # [N]: the view of each game's seat to move
         before = _rows_of(hid, first + mover)
-        absolute = _to_absolute(hid.possible, hid.seat).reshape(n, p, p, g.hand_size)
+        tb = _turns(g, dev)
+        absolute = hid.possible.reshape(n, -1).index_select(1, tb.absolute).reshape(n, p, -1)
         parted = (absolute != absolute[:, :1]).flatten(1).any(1) | discard_finesse(g, before, ob)
         one = self._read(ob, before, board(g, state.fireworks, ob.seen))
-        seat = hid.seat
-        possible = _to_relative(_to_absolute(one.possible, mover).repeat_interleave(p, 0), seat)
+        # seat s's player q is the mover's player s + q - mover (rows n * P + s are seat s)
+        possible = one.possible.reshape(n, -1).gather(1, tb.turned[mover]).reshape(n * p, p, g.hand_size)
         public = (x.repeat_interleave(p, 0) for x in one[2:])
-        out = SmartBotState(possible, seat, *public)
+        out = SmartBotState(possible, hid.seat, *public)
         mine = one.possible
         games = parted.nonzero().squeeze(1)
         if games.numel():
@@ -402,13 +403,17 @@ def read_state(game: GameConfig, state: HanabiState, observers: torch.Tensor | N
     g, tb, dev = game, tables(game, state.device), state.device
     n, p, h = state.batch_size, game.players, game.hand_size
     seats = torch.arange(p, device=dev)
-    hands = _rotated(state.hands)  # [N, P, P, H]: observer o's player q is player o + q
-    hands = torch.where(seats[:, None] == 0, -1, hands)  # the observer's own cards hidden
-    missing = _rotated((state.hands < 0).any(2, keepdim=True).long())  # [N, P, P, 1]: one bit per player
-    if observers is not None:
-        seats = observers[:, None]  # [N, 1]: each game's one observer
-        hands = hands.gather(1, observers[:, None, None, None].expand(n, 1, p, h))
-        missing = missing.gather(1, observers[:, None, None, None].expand(n, 1, p, 1))
+    missing = (state.hands < 0).any(2, keepdim=True).long()  # [N, P, 1]: one bit per player
+    if observers is None:
+        hands = _rotated(state.hands)  # [N, P, P, H]: observer o's player q is player o + q
+        missing = _rotated(missing)
+    else:  # [N, 1, P, ...]: each game's one observer
+        at = (observers[:, None] + seats) % p  # [N, P]: the observer's player q is player o + q
+        hands = state.hands.gather(1, at[..., None].expand(n, p, h))[:, None]
+        missing = missing.gather(1, at[..., None])[:, None]
+        seats = observers[:, None]
+    own = torch.arange(p, device=dev)[:, None] == 0
+    hands = torch.where(own, -1, hands)  # the observer's own cards hidden
     rows = hands.shape[0] * hands.shape[1]
     played = tb.card_rank[None, :] < _per_card(g, state.fireworks)
     moved = state.last_player >= 0
@@ -456,18 +461,20 @@ def _rotated(x: torch.Tensor) -> torch.Tensor:
     return twice.as_strided((n, p, p, f), (2 * p * f, f, f, 1))
 
 
-def _to_absolute(possible: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
-    """Knowledge [R, P, H] seen from `seat` [R] (observer first) -> by absolute player."""
-    p = possible.shape[1]
-    at = (torch.arange(p, device=possible.device) - seat[:, None]) % p
-    return possible.gather(1, at[..., None].expand(-1, -1, possible.shape[2]))
+class _Turns(NamedTuple):
+    """Index tables that turn a game's copies of the knowledge between seats (flattened [P, H] per seat)."""
+
+    absolute: torch.Tensor  # [P * P * H]: the P seats' copies [P, P, H] -> each by absolute player
+    turned: torch.Tensor  # [P, P * P * H]: by the mover: the mover's copy [P * H] -> every seat's [P, P, H]
 
 
-def _to_relative(possible: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
-    """Knowledge [R, P, H] by absolute player -> seen from `seat` [R] (observer first)."""
-    p = possible.shape[1]
-    at = (torch.arange(p, device=possible.device) + seat[:, None]) % p
-    return possible.gather(1, at[..., None].expand(-1, -1, possible.shape[2]))
+@device_tables
+def _turns(game: GameConfig, device: torch.device) -> _Turns:
+    p, h = game.players, game.hand_size
+    s, a, k = torch.meshgrid(torch.arange(p), torch.arange(p), torch.arange(h), indexing="ij")
+    absolute = s * p * h + (a - s) % p * h + k  # seat s's copy holds absolute player a at a - s
+    turned = torch.stack([(s + a - m) % p * h + k for m in range(p)])  # seat s's player a: mover's s + a - m
+    return _Turns(absolute.reshape(-1).to(device), turned.reshape(p, -1).to(device))
 
 
 def _to_mask(game: GameConfig, x: torch.Tensor) -> torch.Tensor:

@@ -135,7 +135,8 @@ def test_one_copy_per_game_is_every_seat_updating_its_own(players):
         move, after = bot._act_one_copy(state, hid)
         want, every = bot._act_every_seat(state, hid)
         assert torch.equal(move, want) and all(torch.equal(a, b) for a, b in zip(after, every, strict=True))
-        absolute = sb._to_absolute(every.possible, every.seat).reshape(n, p, p, -1)
+        seats = every.possible.reshape(n, p, p, -1)  # [N, seat, player, H]
+        absolute = torch.stack([seats[:, s].roll(s, dims=1) for s in range(p)], 1)
         parted += int((absolute != absolute[:, :1]).flatten(1).any(1).sum())
         # off the bot's play: a known playable card of the mover's discarded, or a random legal move
         mine = every.possible.index_select(0, rows + state.cur_player)[:, 0]  # [N, H]
