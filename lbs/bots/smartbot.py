@@ -47,6 +47,12 @@ MAX_LIVES = 3
 """The reference's end-game table (when to play a card it only hopes is playable) is written for 3 lives."""
 
 
+ONE_COPY_FROM = 2048
+"""Games at once from which SmartBot.act updates one copy of the knowledge per game on the CPU: it halves
+the update's work at 2 players but adds some twenty small operations, whose fixed cost outweighs that below
+a few thousand games (experiments.bench_smartbot speed: slower at 256 and 1,024 games, faster at 4,096)."""
+
+
 class SmartBotState(NamedTuple):
     """One seat's copy of the public card knowledge, and the board it last saw (the next move is read
     against the board as it was before that move)."""
@@ -231,9 +237,10 @@ class SmartBot(RuleBot):
     def act(self, state: HanabiState, hid: SmartBotState) -> tuple[torch.Tensor, SmartBotState]:
         """step's moves read off the engine state of N games instead of every seat's observation (read_state
         equals decoding them): (the move [N] of each game's seat to move, 0 in finished games; every seat's
-        next `hid`). What a playout that keeps no observation calls (lbs.acting.StatePolicy). On the CPU
-        one copy of the knowledge per game is updated (_act_one_copy), elsewhere every seat's."""
-        if _stop_at_fixed_point(state.device):
+        next `hid`). What a playout that keeps no observation calls (lbs.acting.StatePolicy). On the CPU,
+        from ONE_COPY_FROM games at once, one copy of the knowledge per game is updated (_act_one_copy),
+        elsewhere every seat's."""
+        if _stop_at_fixed_point(state.device) and state.batch_size >= ONE_COPY_FROM:
             return self._act_one_copy(state, hid)
         return self._act_every_seat(state, hid)
 
