@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.beside:
         r = beside(name, game, args.games, args.seed, device)
         row("smartbot + sparta" if name == "sparta" else name,
-            f"— ({r['rollouts']:,} rollouts, {r['searched']} moves searched)" if name == "sparta" else "—",
+            f"— ({r['rollouts']:,} rollouts, {r['searched']:,} moves searched)" if name == "sparta" else "—",
             "—", r, "—", "—")
     for mode, cfg in cfgs.items():
         r = play(game, cfg, args.games, args.seed, args.simulation, device,
