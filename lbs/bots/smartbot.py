@@ -430,7 +430,7 @@ def read_state(game: GameConfig, state: HanabiState, observers: torch.Tensor | N
     is_card = (kind == PLAY) | (kind == DISCARD)
     actor = torch.where(moved[:, None], (state.last_player[:, None] - seats) % p, -1)  # [N, P or 1]
     target = torch.where((is_color | is_rank)[:, None], (actor + tb.move_offset[m][:, None]) % p, -1)
-    copies = rows // n
+    copies = p if observers is None else 1
 
     def each(x: torch.Tensor) -> torch.Tensor:  # the same for every seat of a game
         return x.repeat_interleave(copies, 0) if copies > 1 else x
