@@ -105,10 +105,10 @@ def beside(name: str, game: GameConfig, games: int, seed: int, device: torch.dev
         results = play_games(setup, games, seed, batch_games=games if mode == "blueprint" else 8)
         sync(device)
         seconds = time.perf_counter() - t
-    moves = sum(r.searched for r in results)
+    searched = sum(r.searched for r in results)  # the moves its time is per (none without search)
     return {"scores": torch.tensor([float(r.record.score) for r in results], dtype=torch.float64),
-            "lost": torch.tensor([r.bombed for r in results]), "seconds": seconds, "moves": moves,
-            "searched": sum(r.searched for r in results), "rollouts": cfg.rollouts,
+            "lost": torch.tensor([r.bombed for r in results]), "seconds": seconds, "moves": searched,
+            "searched": searched, "rollouts": cfg.rollouts,
             "decks": torch.tensor([r.record.deck for r in results])}
 
 
