@@ -49,9 +49,11 @@ def play_decks(game: GameConfig, decks: torch.Tensor, steps: int,
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("reads_state", [False, True], ids=["observations", "state"])
+@pytest.mark.parametrize("reads_state", [False, True, "one copy"], ids=["observations", "state", "one_copy"])
 @pytest.mark.parametrize("players", [2, 3, 4, 5])
-def test_every_reference_move_in_every_fixture_game(players, reads_state, device):
+def test_every_reference_move_in_every_fixture_game(players, reads_state, device, monkeypatch):
+    if reads_state == "one copy":  # act's one copy of the knowledge per game (CPU), whatever the batch size
+        monkeypatch.setattr(sb, "ONE_COPY_FROM", 1)
     games = load_games(players)
     assert games and all(g["players"] == players for g in games)
     game = GameConfig(players=players)
