@@ -10,11 +10,26 @@ Plays the same evaluation deals for every setting with the shipped blueprint and
 one-time work (SmartBot compiling its step on the CPU) is not charged to the first setting. Writes to
 --out (a scratch folder) unless --record NAME, which writes
 experiments/results/bench_search/bench_search_<date>_NAME.md.
+
+    python -m experiments.bench_search --blueprint smartbot --modes sparta --batch-games 2 --games 2 \
+        --rollouts 10000 --min-rollouts 100 --reference-budget on --reference <path>/sparta_eval
+
+`--reference BINARY` times the reference SPARTA (Hanabi_SPARTA's SearchBot on SmartBot) on the same workload
+in the same run, after the project's settings: BINARY is its C++ sources (csrc/, without the Python extension
+and the network bot) built with a main that calls their game loop, `BINARY SearchBot PLAYERS GAMES SEED`
+(the loop that the repository's eval_bot.py reaches through Python). It runs with its fibers on the calling
+thread (FIBER_THREADS=0), SEARCH_N the rollouts per searched move, SEARCH_THRESH the margin, SEARCH_PLAYER the
+searching seat, BOMB0 the scoring of a lost game (its default keeps the points minus one: --keep-lost-points),
+on its own deals; its clock is the CPU time it used (core-seconds, like the project's rows).
 """
 
 from __future__ import annotations
 
 import datetime
+import os
+import re
+import resource
+import subprocess
 import sys
 import time
 from dataclasses import fields, replace
@@ -62,9 +77,49 @@ def parser() -> flags.Parser:
     ap.add_argument("--playout", choices=["moves", "step", "both"], default="moves",
                     help="what rollouts play the blueprint with: its moves alone (SearchSetup.playout, the "
                     "default), its whole step (the baseline for a policy network beside Q), or both")
+    ap.add_argument("--reference", default=None, metavar="BINARY",
+                    help="also time the reference SPARTA (Hanabi_SPARTA's SearchBot on SmartBot, built as "
+                    "the module docstring says) on the same workload in the same run: needs --blueprint "
+                    "smartbot, --modes sparta, one CPU thread")
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
     return ap
+
+
+def check_reference(args, search) -> None:
+    """--reference: refused in one line unless the workload is one the reference plays, timed alike."""
+    if args.reference is None:
+        return
+    if not os.access(args.reference, os.X_OK):
+        raise ValueError(f"--reference {args.reference}: no executable file there")
+    if str(search.blueprint).lower() != "smartbot" or [str(m) for m in search.modes] != ["sparta"]:
+        raise ValueError("--reference: the reference searches SmartBot by SPARTA only; give --blueprint "
+                         "smartbot --modes sparta")
+    if search.device.type != "cpu" or args.threads != 1:
+        raise ValueError("--reference: both sides are timed in core-seconds; give --device cpu --threads 1")
+
+
+def reference_sparta(binary: str, players: int, games: int, seed: int, cfg: SearchConfig) -> dict:
+    """The reference SearchBot playing `games` games on this process's cores: its CPU seconds (user + system,
+    from the OS's account of finished children), wall seconds and scores. ValueError (one line) where it does
+    not run or prints no scores."""
+    env = dict(os.environ, FIBER_THREADS="0", BPBOT="SmartBot", SEARCH_N=str(cfg.rollouts),
+               SEARCH_THRESH=f"{cfg.delta:g}", SEARCH_PLAYER=str(cfg.seat),
+               BOMB0="0" if cfg.keep_lost_points else "1")  # its rollouts scored as the project's are
+    cmd = [binary, "SearchBot", str(players), str(games), str(seed + 1)]  # its seed 0 means "from the clock"
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    try:
+        done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise ValueError(f"--reference {binary}: {e}") from None
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    scores = [int(m) for m in re.findall(r"^Final score \d+ : (\d+)", done.stdout, re.M)]
+    if len(scores) != games:
+        raise ValueError(f"--reference {binary}: printed {len(scores)} final scores for {games} games")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu": cpu, "wall": wall, "scores": scores, "command": " ".join(
+        [f"{k}={env[k]}" for k in ("FIBER_THREADS", "BPBOT", "SEARCH_N", "SEARCH_THRESH", "SEARCH_PLAYER",
+                                   "BOMB0")] + [Path(binary).name, *cmd[1:]])}
 
 
 class StepPlayout(SearchSetup):
@@ -91,6 +146,7 @@ def main() -> None:
         device = search.device
         if args.cuda_graphs != "off":
             flags.needs_cuda(f"--cuda-graphs {args.cuda_graphs}", device)
+        check_reference(args, search)
     except ValueError as e:
         sys.exit(f"bench_search: {e}")
     out = result_path("bench_search", args.record, args.out)  # refused now, not after the benchmark
@@ -140,6 +196,7 @@ def main() -> None:
                         rollouts / sec,
                         timing,
                         sec,
+                        sum(float(r.record.score) for r in res) / len(res),
                     )
                 )
                 if setup.mode.sampler is Sampler.RANGE:
@@ -156,10 +213,20 @@ def main() -> None:
                 )
     for setup in setups.values():
         setup.close()
-    write_result(report(args, cfg, game, device, rows, ranges), "bench_search", args.record, args.out, out)
+    ref = None
+    if args.reference:
+        try:
+            ref = reference_sparta(args.reference, game.players, args.games, args.seed, cfg)
+        except ValueError as e:  # the project's rows stay in the partial record
+            sys.exit(f"bench_search: {e}")
+        print(f"reference SearchBot: {ref['cpu'] / args.games:.2f} core-s/game, mean score "
+              f"{sum(ref['scores']) / args.games:.2f}", flush=True)
+    text = report(args, cfg, game, device, rows, ranges, ref=ref)
+    write_result(text, "bench_search", args.record, args.out, out)
 
 
-def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, partial: bool = False) -> str:
+def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, partial: bool = False,
+           ref: dict | None = None) -> str:
     """The result file's text: one table row per setting, then SPARTA's split (rows so far if partial)."""
     scale = 10_000 / cfg.rollouts
     lines = [
@@ -183,7 +250,7 @@ def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, part
         "| networks / rollout engine / sampler / rest (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec in rows:
+    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec, _score in rows:
         paper = PAPER_S_PER_GAME.get(mode.split(" ")[0])
         split = "— (threads)"
         if t is not None:
@@ -197,7 +264,24 @@ def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, part
         )
     if partial:
         lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")
-    return "\n".join(lines + _range_split(ranges, args.games)) + "\n"
+    return "\n".join(lines + _reference_rows(ref, rows, args.games) + _range_split(ranges, args.games)) + "\n"
+
+
+def _reference_rows(ref: dict | None, rows: list, games: int) -> list[str]:
+    """The reference SearchBot's row and each project setting's speed-up over it (core-seconds per game)."""
+    if ref is None:
+        return []
+    per_game = ref["cpu"] / games
+    out = ["", "## The reference SPARTA in the same run", "",
+           f"`{ref['command']}` (Hanabi_SPARTA's SearchBot on SmartBot, its fibers on one thread, its own "
+           f"{games} deals), right after the settings above on the same machine:", "",
+           "| side | core-s / game | wall s / game | mean score | reference / this |",
+           "|---|---|---|---|---|",
+           f"| reference SearchBot (C++) | {per_game:.1f} | {ref['wall'] / games:.1f} | "
+           f"{sum(ref['scores']) / games:.2f} | 1.00 |"]
+    for mode, bg, _groups, _graphs, _rows, spg, _spm, _rps, _t, _sec, score in rows:
+        out.append(f"| {mode}, {bg} games at once | {spg:.1f} | — | {score:.2f} | {per_game / spg:.2f} |")
+    return out
 
 
 class Followed:

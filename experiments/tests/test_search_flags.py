@@ -101,6 +101,11 @@ FLAG_CASES = {
         (["--modes", "lbs-1", "lbs-1"], "--modes names lbs-1 more than once"),
         (["--cuda-graphs", "on", "--device", "cpu"], "--cuda-graphs on needs a CUDA device"),
         (["--batch-games", "1", "-2"], "--batch-games -2: must be >= 1"),
+        (["--modes", "sparta", "--reference", "missing/sparta_eval"],
+         "--reference missing/sparta_eval: no executable file there"),
+        (["--modes", "sparta", "--reference", "/bin/true"], "the reference searches SmartBot by SPARTA only"),
+        (["--blueprint", "smartbot", "--modes", "sparta", "--reference", "/bin/true", "--threads", "2"],
+         "both sides are timed in core-seconds"),
     ],
 }
 
