@@ -151,10 +151,10 @@ def _fillable(allowed: torch.Tensor, left: torch.Tensor, slots: torch.Tensor) ->
     inside = sub[None] & slots[:, None, :]  # [G, S, H] the subset restricted to the slots to fill
     need = inside.sum(-1)  # [G, S]
     seen = (inside[..., None] & allowed[:, None]).any(2)  # [G, S, T] cards some slot of S allows
-    extra = left.dim() - 2  # candidate dims between G and T
-    seen = seen.view(seen.shape[0], *([1] * extra), *seen.shape[1:]).transpose(-1, -2)  # [G, .., T, S]
-    have = torch.matmul(left.unsqueeze(-2).double(), seen.double()).squeeze(-2)  # [G, ..., S] (exact)
-    return (have >= need.view(need.shape[0], *([1] * extra), -1)).all(-1)
+    g, extra = left.shape[0], left.shape[1:-1]  # candidate dims between G and T
+    # one product per game (not per candidate): [G, X, T] x [G, T, S], exact in float64
+    have = torch.bmm(left.reshape(g, -1, left.shape[-1]).double(), seen.transpose(1, 2).double())
+    return (have.view(g, *extra, -1) >= need.view(g, *([1] * len(extra)), -1)).all(-1)
 
 
 def _fallback_hand(game: GameConfig, allowed: torch.Tensor, unseen: torch.Tensor, held: torch.Tensor,
@@ -184,33 +184,18 @@ def _fallback_hand(game: GameConfig, allowed: torch.Tensor, unseen: torch.Tensor
     return hand
 
 
-def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor,
-               k: int, marked: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                    torch.Tensor]:
-    """A hand [G, H] for `player` [G] drawn from what that player observes: its card knowledge (hints), its
-    hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G], possible [G]).
+FIRST_PROPOSALS = 4
+"""draw_hands on the CPU: proposals made for every row first; the rest of MctsConfig.candidates only for the
+rows none of these was accepted in (the same draws: proposal i's random numbers depend on i alone)."""
 
-    Target: P(hand) proportional to the ways of dealing it from the unseen copies, prod over slots of the
-    copies left (a uniform deck conditioned on the hints). Proposal: slot by slot, a card with weight
-    allowed x copies left; its probability is prod copies_left / prod Z_s (Z_s: that slot's total weight).
-    Accepting with probability prod Z_s / prod Zmax_s (Zmax_s: the slot's total weight before any slot took a
-    card) makes the accepted hands exact draws from the target. Random numbers: uniform(keys, DRAW, cand,
-    slot) and uniform(keys, ACCEPT, cand), keys [G]. None accepted: the first proposal that fits; none fits
-    (the proposal can use up a card a later slot needed): `_fallback_hand`, which fits wherever any hand
-    does (`possible`; false only in a world no hand fits, e.g. one EXITNODE left with incompatible cards:
-    then the returned row is not a hand). The player's own cards are never read.
-    """
-    g, h, t = state.batch_size, game.hand_size, game.card_types
-    dev = state.device
-    rows = torch.arange(g, device=dev)
-    unseen = engine.unseen_counts(game, state, player)  # [G, T]
-    allowed = plausible_cards(game, state.color_plausible[rows, player], state.rank_plausible[rows, player])
-    if marked is not None:
-        sure = allowed & playable_cards(game, state)[:, None, :]  # [G, H, T]
-        keep = marked & (sure & (unseen > 0)[:, None, :]).any(-1)
-        allowed = torch.where(keep[..., None], sure, allowed)
-    held = state.hands[rows, player] >= 0  # [G, H] the hand's length is public
-    cand, slot_ids = torch.arange(k, device=dev), torch.arange(h, device=dev)
+
+def _propose(allowed: torch.Tensor, unseen: torch.Tensor, held: torch.Tensor, keys: torch.Tensor,
+             cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """draw_hands' proposals numbered `cand` [K] for each game: hands [G, K, H] (-1 where a slot found no
+    card), whether each fits [G, K] and whether the rejection step accepts it [G, K]."""
+    g, h, t = held.shape[0], held.shape[1], unseen.shape[1]
+    k, dev = cand.numel(), held.device
+    slot_ids = torch.arange(h, device=dev)
     u = uniform(keys[:, None, None], DRAW, cand[None, :, None], slot_ids[None, None, :])  # [G, K, H]
     left = unseen[:, None, :].expand(g, k, t).clone()  # [G, K, T]
     hands = torch.full((g, k, h), -1, dtype=torch.long, device=dev)
@@ -232,12 +217,59 @@ def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys:
         prod_z = torch.where(on, prod_z * z, prod_z)
         prod_max = torch.where(on, prod_max * zmax, prod_max)
     coin = uniform(keys[:, None], ACCEPT, cand[None, :])  # [G, K]
-    accept = fits & (torch.floor(coin * prod_max.double()).long() < prod_z)
+    return hands, fits, fits & (torch.floor(coin * prod_max.double()).long() < prod_z)
+
+
+def draw_hands(game: GameConfig, state: HanabiState, player: torch.Tensor, keys: torch.Tensor,
+               k: int, marked: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                    torch.Tensor]:
+    """A hand [G, H] for `player` [G] drawn from what that player observes: its card knowledge (hints), its
+    hand length and the copies it cannot see. Returns (hands, accepted [G], fits [G], possible [G]).
+
+    Target: P(hand) proportional to the ways of dealing it from the unseen copies, prod over slots of the
+    copies left (a uniform deck conditioned on the hints). Proposal: slot by slot, a card with weight
+    allowed x copies left; its probability is prod copies_left / prod Z_s (Z_s: that slot's total weight).
+    Accepting with probability prod Z_s / prod Zmax_s (Zmax_s: the slot's total weight before any slot took a
+    card) makes the accepted hands exact draws from the target. Random numbers: uniform(keys, DRAW, cand,
+    slot) and uniform(keys, ACCEPT, cand), keys [G]. None accepted: the first proposal that fits; none fits
+    (the proposal can use up a card a later slot needed): `_fallback_hand`, which fits wherever any hand
+    does (`possible`; false only in a world no hand fits, e.g. one EXITNODE left with incompatible cards:
+    then the returned row is not a hand). The player's own cards are never read.
+    """
+    g, dev = state.batch_size, state.device
+    rows = torch.arange(g, device=dev)
+    unseen = engine.unseen_counts(game, state, player)  # [G, T]
+    allowed = plausible_cards(game, state.color_plausible[rows, player], state.rank_plausible[rows, player])
+    if marked is not None:
+        sure = allowed & playable_cards(game, state)[:, None, :]  # [G, H, T]
+        keep = marked & (sure & (unseen > 0)[:, None, :]).any(-1)
+        allowed = torch.where(keep[..., None], sure, allowed)
+    held = state.hands[rows, player] >= 0  # [G, H] the hand's length is public
+    # on the CPU, where a host read is free, the later proposals only for the rows none of the first took
+    first = min(k, FIRST_PROPOSALS) if dev.type == "cpu" else k
+    cand = torch.arange(first, device=dev)
+    hands, fits, accept = _propose(allowed, unseen, held, keys, cand)
     first_acc = torch.where(accept, cand, k).min(1).values  # [G]
     first_fit = torch.where(fits, cand, k).min(1).values
-    pick = torch.where(first_acc < k, first_acc, first_fit).clamp(max=k - 1)
-    out = torch.where((first_fit < k)[:, None], hands[rows, pick],
-                      _fallback_hand(game, allowed, unseen, held, keys))
+    out = hands[rows, torch.where(first_acc < k, first_acc, first_fit).clamp(max=first - 1)]
+    if first < k:
+        idx = (first_acc >= k).nonzero().squeeze(1)
+        if idx.numel():
+            more = torch.arange(first, k, device=dev)
+            hands, fits, accept = _propose(allowed[idx], unseen[idx], held[idx], keys[idx], more)
+            acc = torch.where(accept, more, k).min(1).values
+            fit = torch.where(fits, more, k).min(1).values
+            use = (acc < k) | ((first_fit[idx] >= k) & (fit < k))  # else the first fit stays
+            at = (torch.where(acc < k, acc, fit).clamp(max=k - 1) - first).clamp(min=0)
+            out[idx] = torch.where(use[:, None], hands[torch.arange(idx.numel(), device=dev), at], out[idx])
+            first_acc[idx], first_fit[idx] = acc, torch.minimum(first_fit[idx], fit)
+    short = first_fit >= k
+    if dev.type == "cpu":  # the fallback for the rows that need it only
+        idx = short.nonzero().squeeze(1)
+        if idx.numel():
+            out[idx] = _fallback_hand(game, allowed[idx], unseen[idx], held[idx], keys[idx])
+    else:  # every row, with no host sync
+        out = torch.where(short[:, None], _fallback_hand(game, allowed, unseen, held, keys), out)
     possible = _fillable(allowed, unseen, held)
     return out, first_acc < k, first_fit < k, possible
 
@@ -397,7 +429,8 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     the leaves are valued by it (RIS-MCTS-NR, no simulation; no blueprint then).
 
     Host syncs: one read of the games' move bound, one every CHECK_EVERY walk or simulation steps, and the
-    counters at the end; none inside a step."""
+    counters at the end; none inside a step (on the CPU, where a host read is free, draw_hands also reads
+    which rows need its fallback draw)."""
     if evaluate is not None and blueprint is not None:
         raise ValueError("search: a valued leaf (evaluate) plays no simulation; give no blueprint")
     g, m, dev = root.batch_size, game.num_moves, root.device

@@ -350,6 +350,24 @@ def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game
         assert abs(seen.get(hand, 0) / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9
 
 
+@pytest.mark.parametrize("game", [GAME2, GAME3, GameConfig(players=4)], ids=["p2", "p3", "full_p4"])
+def test_later_proposals_made_only_where_the_first_were_refused_draw_the_same_hands(game, monkeypatch):
+    """On the CPU draw_hands proposes FIRST_PROPOSALS hands per row, then the rest only for the rows none of
+    those was accepted in: the same hands, flags and counters as every proposal for every row at once."""
+    state = roots(game, 64, 8, seed=5)
+    who = state.cur_player.clone()
+    keys = torch.arange(64) + 7
+    out = {}
+    for first in (1, 2, 16):
+        monkeypatch.setattr(mcts, "FIRST_PROPOSALS", first)
+        out[first] = mcts.draw_hands(game, state, who, keys, 16)
+    for first in (1, 2):
+        for x, y in zip(out[first], out[16], strict=True):
+            assert torch.equal(x, y)
+    only_first, *_ = mcts.draw_hands(game, state, who, keys, 1)
+    assert (only_first != out[16][0]).any(1).any()  # some rows took a later proposal
+
+
 def _swap_hidden(game: GameConfig, state: HanabiState, player: torch.Tensor, key: int) -> HanabiState:
     """The same games with `player` holding another hand that fits everything it observed (and a reshuffled
     deck): what it sees is unchanged, its hidden cards are not."""
