@@ -12,7 +12,7 @@ one-time work (SmartBot compiling its step on the CPU) is not charged to the fir
 experiments/results/bench_search/bench_search_<date>_NAME.md.
 
     python -m experiments.bench_search --blueprint smartbot --modes sparta --batch-games 2 --games 2 \
-        --rollouts 10000 --min-rollouts 100 --reference-budget on --reference <path>/sparta_eval
+        --rollouts 10000 --min-rollouts 100 --reference-budget on --device cpu --reference <path>/sparta_eval
 
 `--reference BINARY` times the reference SPARTA (Hanabi_SPARTA's SearchBot on SmartBot) on the same workload
 in the same run, after the project's settings: BINARY is its C++ sources (csrc/, without the Python extension
@@ -80,7 +80,7 @@ def parser() -> flags.Parser:
     ap.add_argument("--reference", default=None, metavar="BINARY",
                     help="also time the reference SPARTA (Hanabi_SPARTA's SearchBot on SmartBot, built as "
                     "the module docstring says) on the same workload in the same run: needs --blueprint "
-                    "smartbot, --modes sparta, one CPU thread")
+                    "smartbot, --modes sparta, --reference-budget on, one CPU thread")
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--record", default=None)
     return ap
@@ -95,6 +95,9 @@ def check_reference(args, search) -> None:
     if str(search.blueprint).lower() != "smartbot" or [str(m) for m in search.modes] != ["sparta"]:
         raise ValueError("--reference: the reference searches SmartBot by SPARTA only; give --blueprint "
                          "smartbot --modes sparta")
+    if args.reference_budget != "on":
+        raise ValueError("--reference: the reference gives each legal move its share of the rollouts; give "
+                         "--reference-budget on")
     if search.device.type != "cpu" or args.threads != 1:
         raise ValueError("--reference: both sides are timed in core-seconds; give --device cpu --threads 1")
 

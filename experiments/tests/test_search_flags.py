@@ -104,8 +104,10 @@ FLAG_CASES = {
         (["--modes", "sparta", "--reference", "missing/sparta_eval"],
          "--reference missing/sparta_eval: no executable file there"),
         (["--modes", "sparta", "--reference", "/bin/true"], "the reference searches SmartBot by SPARTA only"),
-        (["--blueprint", "smartbot", "--modes", "sparta", "--reference", "/bin/true", "--threads", "2"],
-         "both sides are timed in core-seconds"),
+        (["--blueprint", "smartbot", "--modes", "sparta", "--reference", "/bin/true"],
+         "give --reference-budget on"),
+        (["--blueprint", "smartbot", "--modes", "sparta", "--reference", "/bin/true", "--reference-budget",
+          "on", "--threads", "2"], "both sides are timed in core-seconds"),
     ],
 }
 
