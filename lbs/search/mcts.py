@@ -430,7 +430,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
 
     Host syncs: one read of the games' move bound, one every CHECK_EVERY walk or simulation steps, and the
     counters at the end; none inside a step (on the CPU, where a host read is free, draw_hands also reads
-    which rows need its fallback draw)."""
+    which rows need its later proposals and its fallback draw)."""
     if evaluate is not None and blueprint is not None:
         raise ValueError("search: a valued leaf (evaluate) plays no simulation; give no blueprint")
     g, m, dev = root.batch_size, game.num_moves, root.device
