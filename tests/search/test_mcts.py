@@ -353,7 +353,7 @@ def test_drawn_hands_fit_the_information_set_and_follow_its_exact_posterior(game
 @pytest.mark.parametrize("game", [GAME2, GAME3, GameConfig(players=4)], ids=["p2", "p3", "full_p4"])
 def test_later_proposals_made_only_where_the_first_were_refused_draw_the_same_hands(game, monkeypatch):
     """On the CPU draw_hands proposes FIRST_PROPOSALS hands per row, then the rest only for the rows none of
-    those was accepted in: the same hands, flags and counters as every proposal for every row at once."""
+    those was accepted in: the same hands and flags as every proposal for every row at once."""
     state = roots(game, 64, 8, seed=5)
     who = state.cur_player.clone()
     keys = torch.arange(64) + 7
