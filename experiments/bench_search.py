@@ -35,6 +35,7 @@ import time
 from dataclasses import fields, replace
 from itertools import product
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -125,6 +126,23 @@ def reference_sparta(binary: str, players: int, games: int, seed: int, cfg: Sear
                                    "BOMB0")] + [Path(binary).name, *cmd[1:]])}
 
 
+class Setting(NamedTuple):
+    """One setting's measurements (a table row)."""
+
+    mode: str
+    batch_games: int
+    groups: int
+    graphs: bool
+    max_rows: int
+    s_per_game: float
+    s_per_move: float
+    rollouts_per_s: float
+    timing: Timing | None
+    seconds: float
+    score: float
+    """the mean final score of its games"""
+
+
 class StepPlayout(SearchSetup):
     """The baseline of SearchSetup.playout: rollouts play the blueprint's whole step (a policy network's Q
     run beside it at every move)."""
@@ -187,21 +205,9 @@ def main() -> None:
                 res = play_games(setup, args.games, args.seed, bg, groups=groups, first=args.first_game)
                 sec = clock() - t0
                 searched, rollouts = sum(r.searched for r in res), sum(r.rollouts for r in res)
-                rows.append(
-                    (
-                        label,
-                        bg,
-                        groups,
-                        graphs,
-                        max_rows,
-                        sec / args.games,
-                        sec / max(searched, 1),
-                        rollouts / sec,
-                        timing,
-                        sec,
-                        sum(float(r.record.score) for r in res) / len(res),
-                    )
-                )
+                rows.append(Setting(label, bg, groups, graphs, max_rows, sec / args.games,
+                                    sec / max(searched, 1), rollouts / sec, timing, sec,
+                                    sum(float(r.record.score) for r in res) / len(res)))
                 if setup.mode.sampler is Sampler.RANGE:
                     ranges.append((label, bg, groups, graphs, searched, timing, made))
                 try:  # a stopped run keeps its finished settings
@@ -228,7 +234,7 @@ def main() -> None:
     write_result(text, "bench_search", args.record, args.out, out)
 
 
-def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, partial: bool = False,
+def report(args, cfg: SearchConfig, game, device, rows: list[Setting], ranges: list, partial: bool = False,
            ref: dict | None = None) -> str:
     """The result file's text: one table row per setting, then SPARTA's split (rows so far if partial)."""
     scale = 10_000 / cfg.rollouts
@@ -253,7 +259,7 @@ def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, part
         "| networks / rollout engine / sampler / rest (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec, _score in rows:
+    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec, _score in rows:  # Setting
         paper = PAPER_S_PER_GAME.get(mode.split(" ")[0])
         split = "— (threads)"
         if t is not None:
@@ -270,7 +276,7 @@ def report(args, cfg: SearchConfig, game, device, rows: list, ranges: list, part
     return "\n".join(lines + _reference_rows(ref, rows, args.games) + _range_split(ranges, args.games)) + "\n"
 
 
-def _reference_rows(ref: dict | None, rows: list, games: int) -> list[str]:
+def _reference_rows(ref: dict | None, rows: list[Setting], games: int) -> list[str]:
     """The reference SearchBot's row and each project setting's speed-up over it (core-seconds per game)."""
     if ref is None:
         return []
@@ -282,8 +288,9 @@ def _reference_rows(ref: dict | None, rows: list, games: int) -> list[str]:
            "|---|---|---|---|---|",
            f"| reference SearchBot (C++) | {per_game:.1f} | {ref['wall'] / games:.1f} | "
            f"{sum(ref['scores']) / games:.2f} | 1.00 |"]
-    for mode, bg, _groups, _graphs, _rows, spg, _spm, _rps, _t, _sec, score in rows:
-        out.append(f"| {mode}, {bg} games at once | {spg:.1f} | — | {score:.2f} | {per_game / spg:.2f} |")
+    for r in rows:
+        out.append(f"| {r.mode}, {r.batch_games} games at once | {r.s_per_game:.1f} | — | {r.score:.2f} | "
+                   f"{per_game / r.s_per_game:.2f} |")
     return out
 
 
