@@ -11,8 +11,9 @@ paired difference with the blueprint and which kinds of blueprint moves the sear
 
 --plays searches nothing: in blueprint self-play, at every play the searching seat's blueprint makes, it
 compares how often the card turns out playable with the probability the learned belief (the share of its
-samples) and the counting prior (unseen copies allowed by the hints) give the played slot being playable.
-A belief that rates the blueprint's plays lower than they succeed makes search replace plays by discards.
+samples), BAD's Bayesian belief (where the blueprint has the public/private split it asks) and the counting
+prior (unseen copies allowed by the hints) give the played slot being playable. A belief that rates the
+blueprint's plays lower than they succeed makes search replace plays by discards.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from lbs.hanabi import PLAY, engine
 from lbs.hanabi.encode import own_hand_facts
 from lbs.hanabi.rng import hash_keys
 from lbs.search import flags
+from lbs.search.bayes_belief import BayesBelief
 from lbs.search.config import Sampler
 from lbs.search.play import play_games
 from lbs.search.report import deviations, summarize_run
@@ -89,25 +91,29 @@ def main() -> None:
 
 def rate_plays(game, server, games: int, k: int, seed: int = 0, seat: int = 0, knowledge=None) -> None:
     """Blueprint self-play on the evaluation deals; at each play by `seat`: did it score, and how likely did
-    the learned belief and the counting prior make it (the played slot holding a playable card)? With
-    `knowledge` (SmartBot's card knowledge: the blueprint's own, or a SmartBot's followed beside it), also
-    the belief drawn within it, as LBS draws by default (--knowledge smartbot)."""
+    the learned belief, BAD's Bayesian belief and the counting prior make it (the played slot holding a
+    playable card)? With `knowledge` (SmartBot's card knowledge: the blueprint's own, or a SmartBot's followed
+    beside it), also the learned belief drawn within it, as LBS draws by default (--knowledge smartbot)."""
     tb = engine.tables(game, torch.device("cpu"))
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games))
-    beliefs = [LearnedBelief(game, server, seat)]
+    beliefs = {"learned belief": LearnedBelief(game, server, seat)}
     if knowledge is not None:
-        beliefs.append(LearnedBelief(game, server, seat, knowledge))
-    for belief in beliefs:
+        beliefs["within the knowledge"] = LearnedBelief(game, server, seat, knowledge)
+    if server.qnet().capabilities.public_split:  # BAD's belief asks the blueprint about drawn hands
+        beliefs["Bayesian belief"] = BayesBelief(game, server.qnet(), seat)
+    for belief in beliefs.values():
         belief.reset(state)
-    scored, p_belief, p_known, p_count = [], [], [], []
+    scored, p_count = [], []
+    rated: dict[str, list[torch.Tensor]] = {name: [] for name in beliefs}
     outside = torch.zeros(2, dtype=torch.long)  # held cards of the seat its knowledge rules out, held cards
 
-    def rate(turn: Turn) -> None:  # the belief reads the state before the move, then follows it
+    def rate(turn: Turn) -> None:  # the beliefs read the state before the move, then follow it
         st, move = turn.state, turn.move
         if knowledge is not None:  # does the knowledge ever rule out the card really held?
             hand = st.hands[:, seat]
             held = (hand >= 0) & ~st.done[:, None]
-            own = knowledge.own_cards(beliefs[1].known).gather(2, hand.clamp(min=0)[..., None]).squeeze(2)
+            known = beliefs["within the knowledge"].known
+            own = knowledge.own_cards(known).gather(2, hand.clamp(min=0)[..., None]).squeeze(2)
             outside.add_(torch.stack([(held & ~own).sum(), held.sum()]))
         plays = (st.cur_player == seat) & ~st.done & (tb.move_type[move] == PLAY)
         if bool(plays.any()):
@@ -116,39 +122,44 @@ def rate_plays(game, server, games: int, k: int, seed: int = 0, seat: int = 0, k
             playable = st.fireworks.index_select(0, idx)[:, tb.card_color] == tb.card_rank  # [G', T]
             true = st.hands[idx, seat, slot]
             scored.append(playable.gather(1, true[:, None]).squeeze(1))
-            for belief, rates in zip(beliefs, (p_belief, p_known), strict=False):
+            for name, belief in beliefs.items():
                 s = belief.sample(k, hash_keys(idx, turn.t), idx)
                 drawn = s.hands[torch.arange(len(idx)), :, slot]  # [G', k]
                 ok = playable.gather(1, drawn.clamp(min=0)) & s.valid
-                rates.append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
+                rated[name].append(ok.sum(1) / s.valid.sum(1).clamp(min=1))
             unseen, allowed = own_hand_facts(game, turn.obs[idx, seat])  # [G', T], [G', H, T]
             weight = unseen.clamp(min=0) * allowed[torch.arange(len(idx)), slot]
             p_count.append((weight * playable).sum(1) / weight.sum(1).clamp(min=1))
-        for belief in beliefs:
+        for belief in beliefs.values():
             belief.update(st, move, turn.next_state)
 
     blueprint = server.qnet()
     play(game, state, blueprint.step, blueprint.initial_state(games * game.players), game.max_steps,
          hook=rate)
-    scored, pb, pc = torch.cat(scored).double(), torch.cat(p_belief).double(), torch.cat(p_count).double()
-    pk = torch.cat(p_known).double() if p_known else None
-    within = "" if pk is None else f", within the rule bot's card knowledge {100 * pk.mean():.1f}%"
-    if pk is not None:
+    scored, pc = torch.cat(scored).double(), torch.cat(p_count).double()
+    p = {name: torch.cat(v).double() for name, v in rated.items()}
+    if knowledge is not None:
         print(f"the rule bot's card knowledge of seat {seat} ruled out the card it held in "
               f"{int(outside[0])} of {int(outside[1])} held slots (every step of every game)")
+    means = ", ".join(f"{name} {100 * v.mean():.1f}%" for name, v in p.items())
     print(f"{len(scored)} blueprint plays by seat {seat} in {games} games: scored {100 * scored.mean():.1f}%;"
-          f" mean P(playable): learned belief {100 * pb.mean():.1f}% ({k} samples){within}, counting prior "
-          f"{100 * pc.mean():.1f}%")
-    extra = "" if pk is None else " within the knowledge: mean P % |"
-    print("| P(playable) under the learned belief | plays | scored % | counting prior's mean P % |" + extra)
-    print("|---|---|---|---|" + ("" if pk is None else "---|"))
+          f" mean P(playable) ({k} samples): {means}, counting prior {100 * pc.mean():.1f}%")
+    others = [name for name in p if name != "learned belief"]
+    print("| P(playable) under the learned belief | plays | scored % | counting prior's mean P % |"
+          + "".join(f" {name}: mean P % |" for name in others))
+    print("|---|---|---|---|" + "---|" * len(others))
+    pb = p["learned belief"]
     for lo in (0.0, 0.2, 0.4, 0.6, 0.8):
         sel = (pb >= lo) & ((pb < lo + 0.2) | (lo == 0.8))
         if bool(sel.any()):
-            known = "" if pk is None else f" {100 * pk[sel].mean():.1f} |"
             print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
-                  f"| {100 * pc[sel].mean():.1f} |" + known)
-
+                  f"| {100 * pc[sel].mean():.1f} |"
+                  + "".join(f" {100 * p[n][sel].mean():.1f} |" for n in others))
+    for name, v in p.items():  # how the rating tracks success, per belief
+        miss = scored < 0.5
+        print(f"{name}: mean P on the plays that scored {100 * v[~miss].mean():.1f}%, on the "
+              f"{int(miss.sum())} that did not {100 * v[miss].mean():.1f}%" if bool(miss.any()) else
+              f"{name}: mean P {100 * v.mean():.1f}% (every play scored)")
 
 if __name__ == "__main__":
     main()
