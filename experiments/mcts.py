@@ -19,12 +19,21 @@ with one seat searching by SPARTA at the table1 budget (the one-ply family), eac
 them per deal, and every row's score also under HLE's rule (0 when the last life is lost), the rule of the
 SmartBot number the paper's Table III quotes. With --record NAME the table goes to
 experiments/results/mcts/mcts_<date>_NAME.md.
+
+--mo-deck-chances (MO-ISMCTS with --rule-moves only) works each mover's rule chances out as the paper's code
+does in MO-ISMCTS: from the cards left in the deck of the world searched, so the mover's own cards there
+count as seen (its RIS-MCTS returns the mover's hand to the deck first, as this package does in both):
+
+    python -m experiments.mcts --players 4 --games 500 --iterations 100 --modes mo-ismcts --rule-moves \
+        --mo-deck-chances
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import functools
 import sys
 import time
 
@@ -37,7 +46,7 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
-from lbs.search import mcts_value
+from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
 from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, LeafValues, MctsConfig, search
 from lbs.search.play import play_games
@@ -82,6 +91,31 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     return {"scores": state.fireworks.sum(1).double().cpu(), "lost": (state.life_tokens <= 0).cpu(),
             "seconds": seconds, "moves": decided, "depth": depth / decided, "draws": draws,
             "inexact": inexact, "fallback": fallback, "kept": kept}
+
+
+@contextlib.contextmanager
+def mo_deck_chances():
+    """Within it, Table II's rules read each mover's chances with the mover's own cards of the world searched
+    left out of what its slots may be (lbs.bots.vandenbergh.view's left_out): the paper's MO-ISMCTS code
+    applies its rules to the determinized state with the mover's hand in place, and a rule's chances count
+    only the deck's cards."""
+    rules, view = mcts_rules.table_ii_moves, mcts_rules.view
+
+    def table_ii_moves(game: GameConfig, state, convention: bool) -> torch.Tensor:
+        hand = state.hands[torch.arange(state.batch_size, device=state.device), state.cur_player]  # [G, H]
+        own = torch.nn.functional.one_hot(hand.clamp(min=0), game.card_types) * (hand >= 0)[..., None]
+        own = own.sum(1)  # [G, T] the mover's own cards in this world
+        mcts_rules.view = functools.partial(view, left_out=own)
+        try:
+            return rules(game, state, convention)
+        finally:
+            mcts_rules.view = view
+
+    mcts_rules.table_ii_moves = table_ii_moves
+    try:
+        yield
+    finally:
+        mcts_rules.table_ii_moves = rules
 
 
 BESIDE = ("smartbot", "vandenbergh", "sparta")
@@ -143,6 +177,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--beside", nargs="*", default=[], choices=BESIDE,
                     help="also play the same deals with a rule bot alone, or SmartBot + SPARTA (one seat, "
                     "the table1 budget), each tree search paired with them (the paper's Table III)")
+    ap.add_argument("--mo-deck-chances", action="store_true",
+                    help="MO-ISMCTS's rule chances as the paper's code works them out: from the deck of the "
+                    "world searched, the mover's own cards there counted as seen (--modes mo-ismcts "
+                    "--rule-moves only)")
     ap.add_argument("--seed", type=int, default=0, help="run seed: the deals and every search's draws")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -151,6 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="runs/mcts", help="scratch folder when not recording")
     args = ap.parse_args(argv)
     try:
+        if args.mo_deck_chances and (args.modes != ["mo-ismcts"] or not args.rule_moves or args.beside):
+            raise ValueError("--mo-deck-chances changes MO-ISMCTS's rule moves only: pass --modes mo-ismcts "
+                             "--rule-moves and no --beside")
         if cli.threads(args.threads):
             torch.set_num_threads(args.threads)
         game = GameConfig(players=args.players, bomb_zero=False)
@@ -182,8 +223,9 @@ def main(argv: list[str] | None = None) -> None:
             f"— ({r['rollouts']:,} rollouts, {r['searched']:,} moves searched)" if name == "sparta" else "—",
             "—", r, "—", "—")
     for mode, cfg in cfgs.items():
-        r = play(game, cfg, args.games, args.seed, args.simulation, device,
-                 net.leaf_values if net is not None else None)
+        with mo_deck_chances() if args.mo_deck_chances else contextlib.nullcontext():
+            r = play(game, cfg, args.games, args.seed, args.simulation, device,
+                     net.leaf_values if net is not None else None)
         row(mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
             f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
     paired = ""
@@ -199,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         "+ sparta: seat 0 searches by SPARTA over SmartBot (exact range, the table1 budget raised to 50 "
         "rollouts per legal move, delta 0.5), its rollouts scored with points kept; s per move: per "
         "searched move")
+    chances = ("; rule chances: from the deck of the world searched, the mover's own cards there counted as "
+               "seen (the paper's MO-ISMCTS code; --mo-deck-chances)") if args.mo_deck_chances else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
         else "simulated"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
@@ -209,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
-  convention: {"on" if args.convention else "off"}; leaves: {leaves}
+  convention: {"on" if args.convention else "off"}; leaves: {leaves}{chances}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was

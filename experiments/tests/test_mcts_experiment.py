@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from experiments import mcts
@@ -60,3 +61,57 @@ def test_rows_beside_play_the_same_deals_under_the_same_rule():
     cfg = SearchConfig(rollouts=40, min_rollouts=2, delta=0.5)
     sparta = mcts.beside("sparta", game, 1, 3, torch.device("cpu"), cfg)
     assert torch.equal(sparta["decks"], decks[:1]) and sparta["searched"] > 10 and sparta["rollouts"] == 40
+
+
+def share(cards: torch.Tensor, allowed: torch.Tensor, playable: torch.Tensor) -> float:
+    """The share of `cards` (ids) the slot allows that are playable; -1 where it allows none."""
+    ok = allowed[cards]
+    return float((ok & playable[cards]).sum() / ok.sum()) if bool(ok.any()) else -1.0
+
+
+def test_mo_deck_chances_count_only_the_deck_and_are_undone_after():
+    """--mo-deck-chances: within mo_deck_chances() the rules' chance that a mover's slot is playable is the
+    share of the deck's cards (the world's own, not what the mover cannot see) that the slot's hints allow
+    and that are playable, counted one game at a time here; outside it the chances count the mover's own
+    cards too, and the patched functions are restored."""
+    game = GameConfig(players=4, bomb_zero=False)
+    state = engine.reset(game, game_seeds(Stream.EVAL, 3, 16))
+    moves = torch.tensor([game.hand_size + 5] * 16)  # a few turns in: reveal rank to the next player
+    for _ in range(6):
+        legal = engine.legal_moves(game, state)
+        pick = torch.where(legal.gather(1, moves[:, None]).squeeze(1), moves, legal.float().argmax(1))
+        state, _, _ = engine.step(game, state, pick)
+    seen: list[torch.Tensor] = []
+    view = mcts.mcts_rules.view
+
+    def spy(*args, **kw):
+        v = view(*args, **kw)
+        seen.append(v.p_play)
+        return v
+
+    mcts.mcts_rules.view = spy
+    try:
+        with mcts.mo_deck_chances():
+            mcts.mcts_rules.table_ii_moves(game, state, False)
+        mcts.mcts_rules.table_ii_moves(game, state, False)
+    finally:
+        mcts.mcts_rules.view = view
+    assert mcts.mcts_rules.table_ii_moves.__module__ == "lbs.search.mcts_rules"
+    deck_only, with_own = seen
+    tb = engine.tables(game, state.device)
+    differs = 0
+    for g in range(16):
+        mover = int(state.cur_player[g])
+        deck = state.deck[g, int(state.deck_pos[g]):]
+        own = state.hands[g, mover]
+        for slot in range(game.hand_size):
+            if own[slot] < 0:
+                continue
+            allowed = state.color_plausible[g, mover, slot][tb.card_color] & \
+                state.rank_plausible[g, mover, slot][tb.card_rank]  # [T]
+            playable = tb.card_rank == state.fireworks[g][tb.card_color]
+            assert deck_only[g, slot].item() == pytest.approx(share(deck, allowed, playable))
+            assert with_own[g, slot].item() == pytest.approx(share(torch.cat([deck, own[own >= 0]]), allowed,
+                                                                   playable))
+            differs += deck_only[g, slot].item() != pytest.approx(with_own[g, slot].item())
+    assert differs > 0  # the two ways disagree somewhere in these games

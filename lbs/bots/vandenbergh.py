@@ -103,10 +103,13 @@ class RuleView(NamedTuple):
     deck: torch.Tensor  # [n] cards left in the deck
 
 
-def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None) -> RuleView:
+def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None,
+         left_out: torch.Tensor | None = None) -> RuleView:
     """What the rules read, from canonical observations obs [n, D] of the players to move. marked [n, H]
     (the 'playable now' convention): own slots a single-card hint marked; their chance of being playable
-    is 1 unless no playable card is left for them, as the player itself works it out."""
+    is 1 unless no playable card is left for them, as the player itself works it out. left_out [n, T]:
+    copies to leave out of those the mover's slots may be (None: none; the paper's MO-ISMCTS code leaves
+    out the mover's own cards of the world searched, as if the mover could see them)."""
     g, tb = game, tables(game, obs.device)
     p, h, c, k, t = g.players, g.hand_size, g.colors, g.ranks, g.card_types
     n = obs.shape[0]
@@ -119,6 +122,8 @@ def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None
     own_here = ob.present[:, 0]  # [n, H]
     visible = torch.nn.functional.one_hot(ob.hands[:, 1:].clamp(min=0), t) * ob.present[:, 1:, :, None]
     unseen = tb.card_counts[None, :] - ob.seen - visible.sum((1, 2))  # [n, T] copies the mover cannot see
+    if left_out is not None:
+        unseen = unseen - left_out
     rank_of, colour_of = tb.card_rank, tb.card_color  # [T]
     fw = ob.fireworks.gather(1, colour_of[None, :].expand(n, t))  # [n, T] the card's colour's firework
     playable = rank_of[None, :] == fw  # [n, T]
