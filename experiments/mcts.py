@@ -48,7 +48,7 @@ from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
 from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
-from lbs.search.mcts import MCTS_MODES, BlueprintPolicy, LeafValues, MctsConfig, search
+from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, BlueprintPolicy, LeafValues, MctsConfig, search
 from lbs.search.play import play_games
 from lbs.search.report import paired_difference
 from lbs.search.setup import SearchSetup
@@ -177,6 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--beside", nargs="*", default=[], choices=BESIDE,
                     help="also play the same deals with a rule bot alone, or SmartBot + SPARTA (one seat, "
                     "the table1 budget), each tree search paired with them (the paper's Table III)")
+    ap.add_argument("--root-choice", default=MctsConfig.root_choice, choices=ROOT_CHOICES,
+                    help="the move made: the root child with the highest mean, or the most visited (the "
+                    "paper's code) (MctsConfig.root_choice)")
     ap.add_argument("--mo-deck-chances", action="store_true",
                     help="MO-ISMCTS's rule chances as the paper's code works them out: from the deck of the "
                     "world searched, the mover's own cards there counted as seen (--modes mo-ismcts "
@@ -198,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         cfgs = {m: MctsConfig(mode=m, iterations=args.iterations, exploration=args.exploration,
                               candidates=args.candidates, rule_moves=args.rule_moves,
                               convention=args.convention, sim_policy=args.simulation,
-                              evaluation=args.evaluation) for m in args.modes}
+                              evaluation=args.evaluation, root_choice=args.root_choice)
+                for m in args.modes}
         device = torch.device(args.device)
         net = mcts_value.load(args.evaluation, game, device) if args.evaluation else None
     except (ValueError, ckpt.CheckpointError) as e:
@@ -241,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
         "+ sparta: seat 0 searches by SPARTA over SmartBot (exact range, the table1 budget raised to 50 "
         "rollouts per legal move, delta 0.5), its rollouts scored with points kept; s per move: per "
         "searched move")
+    made = {"visits": "the most visited root child",
+            "mean": "the root child with the highest mean"}[args.root_choice]
     chances = ("; rule chances: from the deck of the world searched, the mover's own cards there counted as "
                "seen (the paper's MO-ISMCTS code; --mo-deck-chances)") if args.mo_deck_chances else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
@@ -251,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
 - command: `{command(argv)}`
 - {args.games} evaluation deals of seed {args.seed} (the same for every mode); every seat searches; score: the
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
-- UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization
+- UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization; the
+  move made: {made}
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
   convention: {"on" if args.convention else "off"}; leaves: {leaves}{chances}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one

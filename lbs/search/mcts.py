@@ -47,6 +47,9 @@ MCTS_MODES: tuple[str, ...] = get_args(MctsMode)
 SimPolicy = Literal["random", "blueprint", "smartbot", "vandenbergh"]
 """MctsConfig.sim_policy's values (its flag offers them as choices)"""
 SIM_POLICIES: tuple[str, ...] = get_args(SimPolicy)
+RootChoice = Literal["mean", "visits"]
+"""MctsConfig.root_choice's values"""
+ROOT_CHOICES: tuple[str, ...] = get_args(RootChoice)
 
 # what a hashed counter is for (its third component, after the game's key and the iteration)
 DRAW, ACCEPT, DECK, EXPAND, ROLLOUT, REDRAW, FALLBACK = 1, 2, 3, 4, 5, 6, 7
@@ -84,6 +87,10 @@ class MctsConfig:
     """an evaluation function file (train/mcts_value.py): the walk stops at the first node with an untried
     move, values its moves by the function from the mover's observation and backs up the best, with no
     simulation (RIS-MCTS-NR; sim_policy unused). None: a simulation to the end values each new node"""
+    root_choice: RootChoice = "mean"
+    """the move made after the last iteration: "mean", the root child with the highest mean score (the
+    paper's words, "the highest score"), or "visits", the most visited child (ties: the higher mean), as
+    the paper's code chooses; a child tried once can have the highest mean by one lucky simulation"""
 
     def __post_init__(self) -> None:
         """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
@@ -91,6 +98,9 @@ class MctsConfig:
         if self.sim_policy not in SIM_POLICIES:
             raise FieldError("sim_policy", f"MctsConfig.sim_policy={self.sim_policy!r}: must be one of "
                              f"{', '.join(SIM_POLICIES)}")
+        if self.root_choice not in ROOT_CHOICES:
+            raise FieldError("root_choice", f"MctsConfig.root_choice={self.root_choice!r}: must be one of "
+                             f"{', '.join(ROOT_CHOICES)}")
         if self.mode not in MCTS_MODES:
             raise FieldError("mode", f"MctsConfig.mode={self.mode!r}: must be one of {', '.join(MCTS_MODES)}")
         for name in ("iterations", "candidates"):
@@ -130,7 +140,7 @@ class MctsStats:
 class MctsResult:
     """What one search call decided, and the root statistics it decided on (for tests and diagnostics)."""
 
-    move: torch.Tensor  # [G] the move chosen (the root child with the highest mean score)
+    move: torch.Tensor  # [G] the move chosen (MctsConfig.root_choice)
     visits: torch.Tensor  # [G, M] root children's visit counts
     value: torch.Tensor  # [G, M] float64 root children's summed scaled scores
     stats: MctsStats
@@ -367,10 +377,14 @@ def uct_move(value: torch.Tensor, visits: torch.Tensor, parent: torch.Tensor, al
     return torch.where(allowed, score, -math.inf).argmax(1)
 
 
-def best_root_move(value: torch.Tensor, visits: torch.Tensor) -> torch.Tensor:
-    """[G] the root child with the highest mean score (the paper's choice); ties: more visits, lower id."""
+def best_root_move(value: torch.Tensor, visits: torch.Tensor, by: RootChoice = "mean") -> torch.Tensor:
+    """[G] the root child with the highest mean score (the paper's choice; ties: more visits, lower id), or
+    by="visits" the most visited (ties: higher mean, lower id)."""
     tried = visits > 0
     mean = torch.where(tried, value / visits.clamp(min=1), -math.inf)
+    if by == "visits":
+        top = tried & (visits == visits.max(1, keepdim=True).values)
+        return torch.where(top, mean, -math.inf).argmax(1)
     top = tried & (mean == mean.max(1, keepdim=True).values)
     most = torch.where(top, visits, -1)
     return most.argmax(1)
@@ -522,4 +536,4 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     w = torch.where(kids >= 0, value[kid_rows], 0.0)
     draws, inexact, fallback, kept, exits = tally.tolist()
     stats = MctsStats(draws, inexact, fallback, kept, exits, deepest.tolist())
-    return MctsResult(best_root_move(w, v), v, w, stats)
+    return MctsResult(best_root_move(w, v, cfg.root_choice), v, w, stats)

@@ -4,6 +4,7 @@ copies."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -452,6 +453,35 @@ def test_bad_settings_are_refused_naming_the_field():
         MctsConfig(iterations=0)
     with pytest.raises(ValueError, match="exploration"):
         MctsConfig(exploration=-1.0)
+    with pytest.raises(ValueError, match="root_choice"):
+        MctsConfig(root_choice="robust")
+
+
+def test_the_move_made_is_the_best_mean_or_the_most_visited_child():
+    """root_choice: "mean" takes the highest mean (ties: more visits, then the lower id), "visits" the most
+    visited (ties: the higher mean, then the lower id); an untried child is never taken."""
+    visits = torch.tensor([[1, 5, 5, 0, 2], [3, 3, 0, 1, 3], [0, 0, 4, 4, 1]])
+    value = torch.tensor([[0.9, 3.0, 3.5, 0.0, 1.0], [1.5, 1.5, 0.0, 0.6, 1.8], [0.0, 0.0, 2.0, 2.0, 1.0]],
+                         dtype=torch.float64)
+    assert mcts.best_root_move(value, visits, "mean").tolist() == [0, 4, 4]
+    assert mcts.best_root_move(value, visits, "visits").tolist() == [2, 4, 2]
+
+
+@pytest.mark.parametrize("game", [GAME3], ids=["p3"])
+def test_the_most_visited_move_is_made_on_the_same_tree(game):
+    """Only the last step changes: the same keys grow the same tree under either choice, and "visits" makes
+    the per-game reference tree's most visited move."""
+    state = roots(game, 7, 5, seed=1)
+    state = state.index((~state.done).nonzero().squeeze(1))
+    keys = torch.arange(state.batch_size) * 7 + 3
+    cfg = MctsConfig(mode="ris-mcts", iterations=30, candidates=8, root_choice="visits")
+    res = mcts.search(game, state, cfg, keys)
+    by_mean = mcts.search(game, state, dataclasses.replace(cfg, root_choice="mean"), keys)
+    assert torch.equal(res.visits, by_mean.visits) and torch.equal(res.value, by_mean.value)
+    for g in range(state.batch_size):
+        v, w = ref_search(game, state.index(torch.tensor([g])), cfg, int(keys[g]))
+        tried = [a for a in range(game.num_moves) if v[a]]
+        assert int(res.move[g]) == max(tried, key=lambda a: (v[a], w[a] / v[a], -a))
 
 
 def _narrowed(game: GameConfig, state: HanabiState) -> HanabiState:
