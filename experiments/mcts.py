@@ -101,13 +101,13 @@ def mo_deck_chances():
     only the deck's cards."""
     rules, view = mcts_rules.table_ii_moves, mcts_rules.view
 
-    def table_ii_moves(game: GameConfig, state, convention: bool) -> torch.Tensor:
+    def table_ii_moves(game: GameConfig, state, *args) -> torch.Tensor:
         hand = state.hands[torch.arange(state.batch_size, device=state.device), state.cur_player]  # [G, H]
         own = torch.nn.functional.one_hot(hand.clamp(min=0), game.card_types) * (hand >= 0)[..., None]
         own = own.sum(1)  # [G, T] the mover's own cards in this world
         mcts_rules.view = functools.partial(view, left_out=own)
         try:
-            return rules(game, state, convention)
+            return rules(game, state, *args)
         finally:
             mcts_rules.view = view
 
@@ -177,6 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--beside", nargs="*", default=[], choices=BESIDE,
                     help="also play the same deals with a rule bot alone, or SmartBot + SPARTA (one seat, "
                     "the table1 budget), each tree search paired with them (the paper's Table III)")
+    ap.add_argument("--single-card-hint", action="store_true",
+                    help="with --rule-moves --convention, the paper's code's extra rule: hint the next "
+                    "player about a single playable card (MctsConfig.single_card_hint)")
     ap.add_argument("--root-choice", default=MctsConfig.root_choice, choices=ROOT_CHOICES,
                     help="the move made: the root child with the highest mean, or the most visited (the "
                     "paper's code) (MctsConfig.root_choice)")
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
         cfgs = {m: MctsConfig(mode=m, iterations=args.iterations, exploration=args.exploration,
                               candidates=args.candidates, rule_moves=args.rule_moves,
                               convention=args.convention, sim_policy=args.simulation,
-                              evaluation=args.evaluation, root_choice=args.root_choice)
+                              evaluation=args.evaluation, root_choice=args.root_choice,
+                              single_card_hint=args.single_card_hint)
                 for m in args.modes}
         device = torch.device(args.device)
         net = mcts_value.load(args.evaluation, game, device) if args.evaluation else None
@@ -247,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
         "searched move")
     made = {"visits": "the most visited root child",
             "mean": "the root child with the highest mean"}[args.root_choice]
+    hint = (", with the paper's code's single-card hint to the next player as a rule"
+            if args.single_card_hint else "")
     chances = ("; rule chances: from the deck of the world searched, the mover's own cards there counted as "
                "seen (the paper's MO-ISMCTS code; --mo-deck-chances)") if args.mo_deck_chances else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
@@ -260,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization; the
   move made: {made}
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
-  convention: {"on" if args.convention else "off"}; leaves: {leaves}{chances}
+  convention: {"on" if args.convention else "off"}{hint}; leaves: {leaves}{chances}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was

@@ -87,6 +87,10 @@ class MctsConfig:
     """an evaluation function file (train/mcts_value.py): the walk stops at the first node with an untried
     move, values its moves by the function from the mover's observation and backs up the best, with no
     simulation (RIS-MCTS-NR; sim_policy unused). None: a simulation to the end values each new node"""
+    single_card_hint: bool = False
+    """with rule_moves and the convention, one more rule first, as the paper's code has it (its Table II
+    does not list it): hint the next player about a single playable card, its rank where no other card of
+    that hand shares it, else its colour (lbs.search.mcts_rules.single_card_hint)"""
     root_choice: RootChoice = "mean"
     """the move made after the last iteration: "mean", the root child with the highest mean score (the
     paper's words, "the highest score"), or "visits", the most visited child (ties: the higher mean), as
@@ -98,6 +102,9 @@ class MctsConfig:
         if self.sim_policy not in SIM_POLICIES:
             raise FieldError("sim_policy", f"MctsConfig.sim_policy={self.sim_policy!r}: must be one of "
                              f"{', '.join(SIM_POLICIES)}")
+        if self.single_card_hint and not (self.rule_moves and self.convention):
+            raise FieldError("single_card_hint", "MctsConfig.single_card_hint adds a rule to Table II's "
+                             "under the convention: it needs rule_moves and convention")
         if self.root_choice not in ROOT_CHOICES:
             raise FieldError("root_choice", f"MctsConfig.root_choice={self.root_choice!r}: must be one of "
                              f"{', '.join(ROOT_CHOICES)}")
@@ -488,7 +495,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
             if blueprint is not None:  # every seat reads the state its mover decides in
                 _, seen = greedy_moves(game, state, blueprint.q_fn, hid)
                 hid = _where_hid(live, seen, hid, game.players)
-            legal = tree_moves(game, state, cfg.rule_moves, cfg.convention)
+            legal = tree_moves(game, state, cfg.rule_moves, cfg.convention, cfg.single_card_hint)
             kids = child.index_select(0, base + node)  # [G, M]
             untried = legal & (kids < 0)
             if nr:  # a node with an untried move: value them all and stop there

@@ -98,13 +98,33 @@ def false_hints(game: GameConfig, state: HanabiState) -> torch.Tensor:
     return out
 
 
-def table_ii_moves(game: GameConfig, state: HanabiState, convention: bool) -> torch.Tensor:
+def single_card_hint(game: GameConfig, v) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fires [n], move [n]): the rule the paper's code puts first under the convention (not in Table II):
+    the next player's first playable card (by slot) that a hint can touch alone: its rank if no other card
+    of that hand shares it, else its colour if none shares that."""
+    tb, h = engine.tables(game, v.card.device), game.hand_size
+    card, here = v.card[:, 0], v.here[:, 0]  # [n, H] the next player's hand
+    rank, colour = tb.card_rank[card], tb.card_color[card]
+    alone_r = ((rank[:, :, None] == rank[:, None, :]) & here[:, None, :]).sum(-1) == 1  # [n, H]
+    alone_c = ((colour[:, :, None] == colour[:, None, :]) & here[:, None, :]).sum(-1) == 1
+    ok = v.playable[:, 0] & (alone_r | alone_c)
+    first = torch.where(ok, torch.arange(h, device=ok.device), h).min(1).values
+    at = first.clamp(max=h - 1)[:, None]
+    by_rank = alone_r.gather(1, at).squeeze(1)
+    move = torch.where(by_rank, rank_hint(game, 1, rank.gather(1, at).squeeze(1)),
+                       color_hint(game, 1, colour.gather(1, at).squeeze(1)))
+    return (first < h) & (v.hints > 0), move
+
+
+def table_ii_moves(game: GameConfig, state: HanabiState, convention: bool,
+                   single_hint: bool = False) -> torch.Tensor:
     """[G, M] bool: the moves Table II's rules give the player to move (see the module docstring), from its
-    canonical observation; under the convention its marked card counts as playable."""
+    canonical observation; under the convention its marked card counts as playable. single_hint: also
+    `single_card_hint`'s move (the paper's code's rule under the convention)."""
     g, h, dev = game, game.hand_size, state.device
     obs = encode(g, state, current_observer(state))[:, 0]  # [G, D]
     v = view(g, obs, convention_marks(g, state) if convention else None)
-    fired: list[tuple[torch.Tensor, torch.Tensor]] = []
+    fired: list[tuple[torch.Tensor, torch.Tensor]] = [single_card_hint(g, v)] if single_hint else []
     known = v.rank_known ^ v.colour_known  # exactly one half known
     fired.append(most_information(g, v, state.cur_player))
     fired.append(tell_first(g, v, v.playable & ~(v.rank_known & v.colour_known)))
@@ -125,13 +145,14 @@ def table_ii_moves(game: GameConfig, state: HanabiState, convention: bool) -> to
     return out
 
 
-def tree_moves(game: GameConfig, state: HanabiState, rule_moves: bool, convention: bool) -> torch.Tensor:
+def tree_moves(game: GameConfig, state: HanabiState, rule_moves: bool, convention: bool,
+               single_hint: bool = False) -> torch.Tensor:
     """[G, M] bool: the moves the tree may take in each game: the legal moves, less the convention's false
-    hints, narrowed to Table II's moves where those leave any."""
+    hints, narrowed to Table II's moves (and `single_card_hint`'s with single_hint) where those leave any."""
     legal = engine.legal_moves(game, state)
     if convention:
         legal = legal & ~false_hints(game, state)
     if rule_moves:
-        ruled = legal & table_ii_moves(game, state, convention)
+        ruled = legal & table_ii_moves(game, state, convention, single_hint)
         legal = torch.where(ruled.any(1, keepdim=True), ruled, legal)
     return legal

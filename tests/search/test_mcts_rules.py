@@ -188,3 +188,26 @@ def test_with_the_switches_off_the_tree_takes_every_legal_move_as_before(mode, m
     before = mcts.search(game, state, cfg, keys)
     assert torch.equal(now.move, before.move) and torch.equal(now.visits, before.visits)
     assert torch.equal(now.value, before.value)
+
+
+def test_the_single_card_hint_tells_the_next_player_a_playable_card_it_can_touch_alone():
+    """single_hint (MctsConfig.single_card_hint): the next player's first playable card that one hint can
+    touch alone, by its rank when no other card there shares it, else by its colour; nothing where every
+    playable card shares both; only the next player (seat 1) is told."""
+    def added(seat1: list[int]) -> set[str]:
+        s = position([MINE, seat1, SEAT2], [1, 0, 0, 0, 0])
+        return names(table_ii_moves(GAME, s, True, True)) - names(table_ii_moves(GAME, s, True))
+
+    # the first playable card (Y1) shares its rank and colour; R2 is alone in rank: its rank (rule 2 would
+    # tell the first playable card, Y1)
+    assert added([card("Y", 1), card("Y", 1), card("R", 2), card("W", 4), card("W", 3)]) == {
+        "(Reveal player +1 rank 2)"}
+    # Y1 shares rank 1 with G1 (playable too) but is the only yellow: the first, Y1, by colour
+    assert added([card("Y", 1), card("G", 1), card("G", 3), card("W", 4), card("W", 3)]) == {
+        "(Reveal player +1 color Y)"}
+    # every playable card of seat 1 (two W1s) shares its rank and its colour: no such hint
+    seat1 = [card("W", 1), card("W", 1), card("G", 3), card("Y", 4), card("R", 4)]
+    s = position([MINE, seat1, SEAT2], [1, 0, 0, 0, 0])
+    assert names(table_ii_moves(GAME, s, True, True)) == names(table_ii_moves(GAME, s, True))
+    with pytest.raises(ValueError, match="single_card_hint"):
+        MctsConfig(rule_moves=True, single_card_hint=True)
