@@ -184,7 +184,7 @@ def test_with_the_switches_off_the_tree_takes_every_legal_move_as_before(mode, m
     assert not cfg.rule_moves and not cfg.convention
     keys = torch.arange(5) * 17 + 1
     now = mcts.search(game, state, cfg, keys)
-    monkeypatch.setattr(mcts, "tree_moves", lambda g, s, rules, conv: engine.legal_moves(g, s))
+    monkeypatch.setattr(mcts, "tree_moves", lambda g, s, *switches: engine.legal_moves(g, s))
     before = mcts.search(game, state, cfg, keys)
     assert torch.equal(now.move, before.move) and torch.equal(now.visits, before.visits)
     assert torch.equal(now.value, before.value)
