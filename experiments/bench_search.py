@@ -259,17 +259,17 @@ def report(args, cfg: SearchConfig, game, device, rows: list[Setting], ranges: l
         "| networks / rollout engine / sampler / rest (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode, bg, groups, graphs, max_rows, spg, spm, rps, t, sec, _score in rows:  # Setting
-        paper = PAPER_S_PER_GAME.get(mode.split(" ")[0])
-        split = "— (threads)"
+    for r in rows:
+        paper = PAPER_S_PER_GAME.get(r.mode.split(" ")[0])
+        split, t = "— (threads)", r.timing
         if t is not None:
-            nets = f"— / {t.rollouts:.1f}" if graphs else f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}"
-            split = f"{nets} / {t.sampler:.1f} / {sec - t.rollouts - t.sampler:.1f}"
+            nets = (f"— / {t.rollouts:.1f}" if r.graphs
+                    else f"{t.networks:.1f} / {t.rollouts - t.networks:.1f}")
+            split = f"{nets} / {t.sampler:.1f} / {r.seconds - t.rollouts - t.sampler:.1f}"
         lines.append(
-            f"| {mode} | {bg} | {groups} | {'on' if graphs else 'off'} | {max_rows:,} | {spg:.2f} "
-            f"| {spm:.3f} | {rps:,.0f} "
-            f"| {spg * scale:.1f} | "
-            f"{paper if paper else '—'} | {split} |"
+            f"| {r.mode} | {r.batch_games} | {r.groups} | {'on' if r.graphs else 'off'} | {r.max_rows:,} "
+            f"| {r.s_per_game:.2f} | {r.s_per_move:.3f} | {r.rollouts_per_s:,.0f} "
+            f"| {r.s_per_game * scale:.1f} | {paper if paper else '—'} | {split} |"
         )
     if partial:
         lines.append("\nPartial: the settings finished so far; the run stopped or goes on.")

@@ -155,11 +155,14 @@ def rate_plays(game, server, games: int, k: int, seed: int = 0, seat: int = 0, k
             print(f"| {lo:.1f}-{lo + 0.2:.1f} | {int(sel.sum())} | {100 * scored[sel].mean():.1f} "
                   f"| {100 * pc[sel].mean():.1f} |"
                   + "".join(f" {100 * p[n][sel].mean():.1f} |" for n in others))
+    miss = scored < 0.5
     for name, v in p.items():  # how the rating tracks success, per belief
-        miss = scored < 0.5
-        print(f"{name}: mean P on the plays that scored {100 * v[~miss].mean():.1f}%, on the "
-              f"{int(miss.sum())} that did not {100 * v[miss].mean():.1f}%" if bool(miss.any()) else
-              f"{name}: mean P {100 * v.mean():.1f}% (every play scored)")
+        if bool(miss.any()):
+            print(f"{name}: mean P on the plays that scored {100 * v[~miss].mean():.1f}%, on the "
+                  f"{int(miss.sum())} that did not {100 * v[miss].mean():.1f}%")
+        else:
+            print(f"{name}: mean P {100 * v.mean():.1f}% (every play scored)")
+
 
 if __name__ == "__main__":
     main()

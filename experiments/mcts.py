@@ -103,8 +103,7 @@ def mo_deck_chances():
 
     def table_ii_moves(game: GameConfig, state, *args) -> torch.Tensor:
         hand = state.hands[torch.arange(state.batch_size, device=state.device), state.cur_player]  # [G, H]
-        own = torch.nn.functional.one_hot(hand.clamp(min=0), game.card_types) * (hand >= 0)[..., None]
-        own = own.sum(1)  # [G, T] the mover's own cards in this world
+        own = engine.card_histogram(hand, game.card_types)  # [G, T] the mover's own cards in this world
         mcts_rules.view = functools.partial(view, left_out=own)
         try:
             return rules(game, state, *args)
