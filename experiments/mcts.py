@@ -182,6 +182,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--root-choice", default=MctsConfig.root_choice, choices=ROOT_CHOICES,
                     help="the move made: the root child with the highest mean, or the most visited (the "
                     "paper's code) (MctsConfig.root_choice)")
+    ap.add_argument("--rollout-depth", type=int, default=MctsConfig.rollout_depth,
+                    help="cut every simulation after this many moves and score the fireworks so far (the "
+                    "paper's code: 18; 0: to the end) (MctsConfig.rollout_depth)")
+    ap.add_argument("--tree-depth", type=int, default=MctsConfig.tree_depth,
+                    help="no tree node deeper than this (the paper's code: players + 1 by default; 0: no "
+                    "limit) (MctsConfig.tree_depth)")
     ap.add_argument("--mo-deck-chances", action="store_true",
                     help="MO-ISMCTS's rule chances as the paper's code works them out: from the deck of the "
                     "world searched, the mover's own cards there counted as seen (--modes mo-ismcts "
@@ -204,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
                               candidates=args.candidates, rule_moves=args.rule_moves,
                               convention=args.convention, sim_policy=args.simulation,
                               evaluation=args.evaluation, root_choice=args.root_choice,
-                              single_card_hint=args.single_card_hint)
+                              single_card_hint=args.single_card_hint, rollout_depth=args.rollout_depth,
+                              tree_depth=args.tree_depth)
                 for m in args.modes}
         device = torch.device(args.device)
         net = mcts_value.load(args.evaluation, game, device) if args.evaluation else None
@@ -254,8 +261,11 @@ def main(argv: list[str] | None = None) -> None:
             if args.single_card_hint else "")
     chances = ("; rule chances: from the deck of the world searched, the mover's own cards there counted as "
                "seen (the paper's MO-ISMCTS code; --mo-deck-chances)") if args.mo_deck_chances else ""
+    cut = f", cut after {args.rollout_depth} moves (scored by the fireworks then)" if args.rollout_depth \
+        else ""
+    cap = f"; no tree node deeper than {args.tree_depth}" if args.tree_depth else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
-        else "simulated"
+        else f"simulated{cut}{cap}"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
 - machine: {machine()}

@@ -50,6 +50,19 @@ def test_valued_leaves_play_and_the_record_names_the_function(tmp_path):
     assert "Traceback" not in simulated.stderr
 
 
+def test_cut_simulations_and_a_depth_limit_play_and_are_recorded(tmp_path):
+    flags = [sys.executable, "-m", "experiments.mcts", "--players", "2", "--games", "2", "--iterations", "6",
+             "--modes", "mo-ismcts", "--out", str(tmp_path / "out")]
+    r = subprocess.run([*flags, "--rollout-depth", "4", "--tree-depth", "1"], capture_output=True, text=True,
+                       env=ENV, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cut after 4 moves (scored by the fireworks then); no tree node deeper than 1" in r.stdout
+    assert "| mo-ismcts | random | 6 | " in r.stdout and " | 1.00 | " in r.stdout  # depth: root's children
+    bad = subprocess.run([*flags, "--rollout-depth", "-1"], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                         timeout=300)
+    assert bad.returncode != 0 and "rollout_depth" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_rows_beside_play_the_same_deals_under_the_same_rule():
     """A rule bot alone and SmartBot + SPARTA play the decks `play` deals for the seed (the SPARTA seat
     searching each of its turns at the budget given)."""

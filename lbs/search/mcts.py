@@ -95,6 +95,12 @@ class MctsConfig:
     """the move made after the last iteration: "mean", the root child with the highest mean score (the
     paper's words, "the highest score"), or "visits", the most visited child (ties: the higher mean), as
     the paper's code chooses; a child tried once can have the highest mean by one lucky simulation"""
+    rollout_depth: int = 0
+    """moves a simulation plays before its score is read: the fireworks so far, as the paper's code scores a
+    simulation it cuts (its default: 18 moves). 0: to the game's end"""
+    tree_depth: int = 0
+    """the deepest node a walk adds or enters; a walk that reaches it simulates from there (the paper's
+    code: players x a multiplier + 1, its default multiplier 1, i.e. 5 with four players). 0: no limit"""
 
     def __post_init__(self) -> None:
         """Every field checked; FieldError (a ValueError) names the field, so an entry point names its
@@ -114,6 +120,15 @@ class MctsConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_COUNT:
                 raise FieldError(name, f"MctsConfig.{name}={v!r}: must be an int in 1..{MAX_COUNT}")
+        for name in ("rollout_depth", "tree_depth"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_COUNT:
+                raise FieldError(name, f"MctsConfig.{name}={v!r}: must be an int in 0..{MAX_COUNT} (0: no "
+                                 "limit)")
+        if self.evaluation is not None and (self.rollout_depth or self.tree_depth):
+            name = "rollout_depth" if self.rollout_depth else "tree_depth"
+            raise FieldError(name, f"MctsConfig.{name}: a leaf valued by {self.evaluation} plays no "
+                             "simulation and its walk stops at the first untried move; leave it out")
         if self.evaluation is not None and self.sim_policy != "random":
             raise FieldError("evaluation", f"MctsConfig.evaluation: a leaf valued by {self.evaluation} "
                              f"plays no simulation, so sim_policy {self.sim_policy!r} would be unused; "
@@ -410,7 +425,7 @@ those loops; the steps in between are masked no-ops for the games that have stop
 
 def _simulate(game: GameConfig, state: HanabiState, seeds: torch.Tensor, blueprint: BlueprintPolicy | None,
               hid: tuple | None, horizon: int) -> HanabiState:
-    """Play every game to its end (at most `horizon` moves): uniformly random legal moves (random_legal with
+    """Play every game to its end or for `horizon` moves: uniformly random legal moves (random_legal with
     uniform(seeds, t) at the t-th simulated move, all drawn at once) or the blueprint's greedy moves."""
     u = uniform(seeds[:, None], torch.arange(horizon, device=state.device))  # [G, horizon]
     for t in range(horizon):
@@ -471,6 +486,8 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
     # public counts bound every game's remaining moves, the same in every determinization: walk + simulation
     horizon = int(engine.moves_left_bound(game, root).max())
     root_marks = convention_marks(game, root) if cfg.convention else None  # the searcher is the one to move
+    walk = min(horizon, cfg.tree_depth or horizon)
+    simulated = min(horizon, cfg.rollout_depth or horizon)
     for it in range(cfg.iterations):
         state = determinize(game, root, searcher, hash_keys(keys, it, REDRAW, 0), cfg.candidates, everyone,
                             tally[:4], root_marks)
@@ -481,7 +498,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
         valued = torch.zeros(g, dtype=torch.bool, device=dev)  # NR: the walk stopped at a node it valued
         leaf = torch.zeros(g, dtype=torch.float64, device=dev)
         # a walk adds one node below the tree's deepest, which iteration `it` has at depth `it` at most
-        for depth in range(1, min(it + 1, horizon) + 1):
+        for depth in range(1, min(it + 1, walk) + 1):
             live = live & ~state.done
             if depth % CHECK_EVERY == 0 and not bool(live.any()):
                 break
@@ -531,7 +548,7 @@ def search(game: GameConfig, root: HanabiState, cfg: MctsConfig, keys: torch.Ten
         if nr:  # a walk that did not stop at a valued node ended the game
             score = torch.where(valued, leaf, state.fireworks.sum(1).double() / game.max_score)
         else:
-            final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid, horizon)
+            final = _simulate(game, state, hash_keys(keys, it, ROLLOUT), blueprint, hid, simulated)
             score = final.fireworks.sum(1).double() / game.max_score  # points kept on the last life (paper)
         on = torch.stack(path, 1)  # [G, depth + 1]
         rows = (base[:, None] + on.clamp(min=0)).flatten()  # a path's padding adds 0 to its root

@@ -165,7 +165,7 @@ def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig, key: int,
     for it in range(cfg.iterations):
         s = ref_determinize(game, root, searcher, _h(key, it, REDRAW, 0), cfg.candidates)
         node, path, depth, leaf = 0, [0], 0, None
-        while not bool(s.done[0]):
+        while not bool(s.done[0]) and (not cfg.tree_depth or depth < cfg.tree_depth):
             depth += 1
             saved, mover = s, int(s.cur_player[0])
             enter = cfg.mode == "ris-mcts" and mover != searcher
@@ -204,7 +204,7 @@ def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig, key: int,
             node = children[node][move]
             path.append(node)
         seed, t = _h(key, it, ROLLOUT), 0
-        while evaluate is None and not bool(s.done[0]):
+        while evaluate is None and not bool(s.done[0]) and (not cfg.rollout_depth or t < cfg.rollout_depth):
             legal = engine.legal_moves(game, s)[0].nonzero().flatten().tolist()
             move = legal[math.floor(_u(seed, t) * len(legal))]
             s, _, _ = engine.step(game, s, torch.tensor([move]))
@@ -221,8 +221,10 @@ def ref_search(game: GameConfig, root: HanabiState, cfg: MctsConfig, key: int,
 # ---- the tests --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("game", [GAME2, GAME3], ids=["p2", "p3"])
 @pytest.mark.parametrize("mode", ["mo-ismcts", "ris-mcts"])
-def test_batched_trees_equal_the_per_game_reference(game, mode):
-    cfg = MctsConfig(mode=mode, iterations=30, candidates=8)
+@pytest.mark.parametrize("cut", [(0, 0), (3, 2)], ids=["whole", "cut"])
+def test_batched_trees_equal_the_per_game_reference(game, mode, cut):
+    """Also with the paper's code's cuts (cut: simulations of 3 moves, no node below depth 2)."""
+    cfg = MctsConfig(mode=mode, iterations=30, candidates=8, rollout_depth=cut[0], tree_depth=cut[1])
     state = roots(game, 7, 5, seed=1)
     live = (~state.done).nonzero().squeeze(1)
     state = state.index(live)
@@ -238,7 +240,12 @@ def test_batched_trees_equal_the_per_game_reference(game, mode):
         best = max(tried, key=lambda a: (w[a] / v[a], v[a], -a))
         assert int(res.move[g]) == best
     assert res.visits.sum(1).eq(cfg.iterations).all()
-    assert max(res.stats.depth) >= 2  # the trees grew below the root's children
+    if cfg.tree_depth:  # the trees grew to the limit and no further
+        assert max(res.stats.depth) == cfg.tree_depth
+        whole = mcts.search(game, state, MctsConfig(mode=mode, iterations=30, candidates=8), keys)
+        assert not torch.equal(whole.value, res.value)  # and the cuts changed what the simulations scored
+    else:
+        assert max(res.stats.depth) >= 2  # the trees grew below the root's children
 
 
 def leaf_values(game: GameConfig, seed: int = 0):
@@ -455,6 +462,10 @@ def test_bad_settings_are_refused_naming_the_field():
         MctsConfig(exploration=-1.0)
     with pytest.raises(ValueError, match="root_choice"):
         MctsConfig(root_choice="robust")
+    with pytest.raises(ValueError, match="rollout_depth"):
+        MctsConfig(rollout_depth=-1)
+    with pytest.raises(ValueError, match="tree_depth"):
+        MctsConfig(tree_depth=2, evaluation="values.pt")
 
 
 def test_the_move_made_is_the_best_mean_or_the_most_visited_child():
