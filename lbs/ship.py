@@ -132,6 +132,7 @@ def ship_belief(run_file: str | Path, blueprint: str, name: str, games: int, dev
         "step": blob.get("step", blob.get("global_step")),
         "validation": blob.get("validation", {}),
         **({"conventions": blob["conventions"]} if blob.get("conventions") else {}),
+        **({"blueprint_net": blob["blueprint_net"]} if "blueprint_net" in blob else {}),
     }
     ckpt.save(out, BELIEF_KIND, payload)
     game, model = load_belief(out, blueprint_path=blueprint, device=device)

@@ -65,6 +65,7 @@ def build(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[Belief
             raise ValueError("--blueprint is required (unless --resume names a belief checkpoint)")
         cfg = apply_preset(args.preset or "tiny")
         if args.init:  # a warm start takes the model of the belief it starts from; --model.* may only agree
+            # with it, or add --model.blueprint_features
             init = ckpt.load(args.init, KIND)
             cfg = replace(cfg, model=from_dict(BeliefConfig, init.get("config", {}).get("model", {})))
     return cli.with_flags(cfg, args, "belief"), blueprint

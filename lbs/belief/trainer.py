@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +71,14 @@ class BeliefModule(pl.LightningModule):
     """BeliefModel trained on NLL per card; carries what a belief checkpoint must record."""
 
     def __init__(self, cfg: BeliefTrainConfig, game: GameConfig, data: BeliefData | None = None,
-                 blueprint: dict[str, str] | None = None):
+                 blueprint: dict[str, str] | None = None, network: torch.nn.Module | None = None):
+        """network: the blueprint's greedy-move network, which the encoder reads with
+        cfg.model.blueprint_features."""
         super().__init__()
         self.cfg, self.game, self.data = cfg, game, data
         self.blueprint = dict(blueprint or {})
         self.conventions = ""  # the rule bot whose conventions the blueprint learnt (BeliefTrainer sets it)
-        self.model = BeliefModel(game, cfg.model)
+        self.model = BeliefModel(game, cfg.model, network if cfg.model.blueprint_features else None)
         self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
         self.life: Lifecycle | None = None  # the run's folder: best.pt is read on resume (it can be newer)
 
@@ -111,6 +113,8 @@ class BeliefModule(pl.LightningModule):
         checkpoint["game"] = self.game.to_dict()
         checkpoint["blueprint"] = dict(self.blueprint)
         checkpoint["conventions"] = self.conventions
+        if self.model.blueprint is not None:  # its shape: load_belief rebuilds it (weights: state_dict)
+            checkpoint["blueprint_net"] = to_dict(self.model.blueprint.cfg)
         checkpoint["step"] = self.global_step
         checkpoint["data"] = {"rounds": self.data.rounds if self.data is not None else 0}
         checkpoint["validation"] = {"best_nll": self.best_val, "best_step": self.best_step}
@@ -254,6 +258,9 @@ class BeliefTrainer:
         sha = blueprint_identity(blueprint)  # a rule bot ("smartbot") needs no file
         self.blueprint_path = Path(blueprint)
         self.game, net = load_blueprint(blueprint, device=self.device, players=cfg.players or None)
+        if cfg.model.blueprint_features and is_rule_bot(blueprint):
+            raise ValueError(f"--model.blueprint_features reads a blueprint network's scores; the rule bot "
+                             f"{blueprint} has none")
         self.life = Lifecycle(KIND, self.out, "step")  # the folder claimed once the blueprint loads
         self.life.check_folder(resuming=resume or False, overwrite=overwrite)
         bp_actor = ActorConfig() if is_rule_bot(blueprint) else from_dict(
@@ -273,7 +280,7 @@ class BeliefTrainer:
         # the blueprint's path relative to the run folder, so the pair can move together
         rel = str(blueprint) if is_rule_bot(blueprint) else os.path.relpath(self.blueprint_path.resolve(),
                                                                              self.out.resolve())
-        self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha})
+        self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha}, net.mover)
         self.module.life = self.life
         self.module.conventions = conventions_of(cfg.conventions, blueprint)
         self._io = BeliefCheckpointIO(self.game, sha)
@@ -281,12 +288,24 @@ class BeliefTrainer:
             self._warm_start(Path(cfg.init))
 
     def _warm_start(self, path: Path) -> None:
-        """Start from another belief's weights: same game, same model config, any blueprint."""
+        """Start from another belief's weights: same game, same model config, any blueprint. A belief
+        without blueprint_features can start one with it: the encoder's new inputs get zero weights, so the
+        run starts from exactly that belief. The blueprint network read is always this run's."""
         _, model = load_belief(path, game=self.game)
-        if model.cfg != self.cfg.model:
+        want = self.cfg.model
+        if replace(model.cfg, blueprint_features=want.blueprint_features) != want or (
+                model.cfg.blueprint_features and not want.blueprint_features):
             raise ckpt.CheckpointError(f"{path} holds a belief with {model.cfg}, this run's model is "
-                                       f"{self.cfg.model}: --init needs the same --model.*")
-        self.module.model.load_state_dict(model.state_dict())
+                                       f"{want}: --init needs the same --model.* (but blueprint_features, "
+                                       "which a warm start may add)")
+        weights, own = model.state_dict(), self.module.model.state_dict()
+        if want.blueprint_features and not model.cfg.blueprint_features:
+            w = weights["mlp.0.weight"]
+            extra = own["mlp.0.weight"].shape[1] - w.shape[1]
+            weights["mlp.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], extra)], 1)
+        if want.blueprint_features:
+            weights.update({k: v for k, v in own.items() if k.startswith("blueprint.")})
+        self.module.model.load_state_dict(weights)
 
     @property
     def finished(self) -> bool:
@@ -341,7 +360,7 @@ class BeliefTrainer:
         self.life.begin(self.start_step, self.device.type)
         with warnings.catch_warnings():
             for msg in (".*does not have many workers.*", ".*resuming from a checkpoint that ended before.*",
-                        ".*could not determine the length.*"):
+                        ".*could not determine the length.*", ".*module\\(s\\) in eval mode.*"):
                 warnings.filterwarnings("ignore", message=msg)
             trainer = self._trainer()
             saver = next(c for c in trainer.callbacks if isinstance(c, _PeriodicCheckpoint))

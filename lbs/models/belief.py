@@ -13,12 +13,20 @@ beyond public card counting (a 2-core CPU run without it never caught up with th
 and every sample respects hints and counts. The prior's inputs are read from the current
 observation and carried in the context: [encoder output E | unseen copies C | plausible cards H*C].
 
+With cfg.blueprint_features the encoder also reads, at every turn, the scores the blueprint's own network
+gives each move from the same observation (a frozen copy of it inside the model, advanced turn by turn
+beside the encoder, all moves taken as legal): what the blueprint would do is a function of what the
+player observed, so it adds no information, but it hands the belief the blueprint's own reading of its
+conventions instead of making it learn them again from the raw observations. The encoder state is then
+(h, c, blueprint h, blueprint c).
+
 Shapes: B batch, T time, D = game.private_dim, E = cfg.hidden, H = game.hand_size,
 C = game.card_types card ids (colour * ranks + rank); -1 marks an empty slot.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -28,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..hanabi.config import GameConfig
-from ..hanabi.encode import own_hand_facts
+from ..hanabi.encode import own_hand_facts, public_features
 from ..hanabi.rng import uniform
 from .qnet import HiddenState
 
@@ -52,6 +60,9 @@ class BeliefConfig:
     """Size of the previous-card embedding fed to the decoder."""
     count_prior: bool = True
     """Add the log counting prior (unseen copies left x hint plausibility) to the decoder logits."""
+    blueprint_features: bool = False
+    """The encoder also reads the blueprint network's scores of every move at every turn (a frozen copy of
+    the network inside the model; a rule bot has none)."""
 
     LEGACY_DEFAULTS: ClassVar[dict] = {"count_prior": False}
     """Files written before a field existed load with the value that reproduces them (lbs.configs)."""
@@ -61,8 +72,9 @@ class BeliefConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"BeliefConfig.{name}={v!r}: must be an int >= 1")
-        if not isinstance(self.count_prior, bool):
-            raise ValueError(f"BeliefConfig.count_prior={self.count_prior!r}: must be a bool")
+        for name in ("count_prior", "blueprint_features"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"BeliefConfig.{name}={getattr(self, name)!r}: must be a bool")
 
 
 
@@ -85,12 +97,20 @@ class BeliefModel(nn.Module):
     read (where LBS draws its hands is SearchConfig.knowledge). Set from the checkpoint
     (lbs.models.io.load_belief)"""
 
-    def __init__(self, game: GameConfig, cfg: BeliefConfig | None = None):
+    def __init__(self, game: GameConfig, cfg: BeliefConfig | None = None, blueprint: nn.Module | None = None):
+        """blueprint: the network whose scores the encoder reads (cfg.blueprint_features; its greedy-move
+        module, `Blueprint.mover`), copied and frozen here; its weights are saved with the belief's."""
         super().__init__()
         cfg = cfg if cfg is not None else BeliefConfig()
         self.game, self.cfg = game, cfg
+        if cfg.blueprint_features != (blueprint is not None):
+            raise ValueError("BeliefModel: a blueprint network is needed with cfg.blueprint_features, and "
+                             "only then")
+        self.blueprint: nn.Module | None = None
+        if blueprint is not None:
+            self.blueprint = copy.deepcopy(blueprint).float().eval().requires_grad_(False)
         layers: list[nn.Module] = []
-        width = game.private_dim
+        width = game.private_dim + (blueprint.num_actions if blueprint is not None else 0)
         for _ in range(cfg.mlp_layers):
             layers += [nn.Linear(width, cfg.hidden), nn.ReLU()]
             width = cfg.hidden
@@ -100,6 +120,13 @@ class BeliefModel(nn.Module):
         self.card_embedding = nn.Embedding(game.card_types + 1, cfg.card_embed)
         self.decoder = nn.LSTM(cfg.hidden + cfg.card_embed, cfg.hidden, cfg.decoder_layers, batch_first=True)
         self.head = nn.Linear(cfg.hidden, game.card_types)
+
+    def train(self, mode: bool = True) -> BeliefModel:
+        """The blueprint copy stays in eval mode: it is frozen."""
+        super().train(mode)
+        if self.blueprint is not None:
+            self.blueprint.eval()
+        return self
 
     @property
     def start_token(self) -> int:
@@ -119,14 +146,24 @@ class BeliefModel(nn.Module):
         return context[..., :e], unseen, plaus
 
     # ---- encoder -----------------------------------------------------------------------------
-    def initial_state(self, batch: int, device: torch.device | str | None = None) -> HiddenState:
-        """Zero encoder state for `batch` sequences; advance it with encode() one turn at a time."""
+    def initial_state(self, batch: int, device: torch.device | str | None = None) -> tuple:
+        """Zero encoder state for `batch` sequences (with the blueprint's: its initial state after it);
+        advance it with encode() one turn at a time."""
         shape = (self.cfg.lstm_layers, batch, self.cfg.hidden)
         dev = device if device is not None else self.head.weight.device
         z = torch.zeros(shape, device=dev, dtype=self.head.weight.dtype)
-        return HiddenState(z, z.clone())
+        if self.blueprint is None:
+            return HiddenState(z, z.clone())
+        return (z, z.clone(), *self.blueprint.initial_state(batch, dev))
 
-    def encode(self, priv: torch.Tensor, hid: tuple | None = None) -> tuple[torch.Tensor, HiddenState]:
+    def blueprint_scores(self, priv: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
+        """The blueprint's scores [B, T, A] of every action (all taken as legal) over observations [B, T, D],
+        and its state after them."""
+        legal = torch.ones(*priv.shape[:2], self.blueprint.num_actions, dtype=torch.bool, device=priv.device)
+        with torch.no_grad():
+            return self.blueprint(priv, public_features(self.game, priv), legal, hid)
+
+    def encode(self, priv: torch.Tensor, hid: tuple | None = None) -> tuple[torch.Tensor, tuple]:
         """priv [B, T, D] private observations -> (context [B, T, E], encoder state after step T).
 
         Passing the returned state back in continues the sequence, so search can add one turn at a
@@ -143,12 +180,16 @@ class BeliefModel(nn.Module):
                 f"hid must be ([{self.cfg.lstm_layers}, {priv.shape[0]}, {self.cfg.hidden}], same), "
                 f"got {tuple(hid[0].shape)}"
             )
-        x = self.mlp(priv.to(self.head.weight.dtype))
-        context, (h, c) = self.encoder(x, tuple(hid))
+        x, after = priv, ()
+        if self.blueprint is not None:
+            scores, after = self.blueprint_scores(priv, tuple(hid[2:]))
+            x = torch.cat([priv, scores.to(priv.dtype)], -1)
+        x = self.mlp(x.to(self.head.weight.dtype))
+        context, (h, c) = self.encoder(x, tuple(hid[:2]))
         if self.cfg.count_prior:
             unseen, plaus = own_hand_facts(self.game, priv)
             context = torch.cat([context, unseen.to(context.dtype), plaus.flatten(-2).to(context.dtype)], -1)
-        return context, HiddenState(h, c)
+        return context, (HiddenState(h, c) if self.blueprint is None else (h, c, *after))
 
     # ---- decoder (teacher forced) -------------------------------------------------------------
     def _check_context(self, context: torch.Tensor) -> None:

@@ -171,7 +171,10 @@ def load_belief(path: str | Path, blueprint_path: str | Path | None = None, game
         check_blueprint_hash(blob, path, blueprint_identity(blueprint_path), blueprint_path)
     try:
         stored_game = GameConfig.from_dict(blob["game"])
-        model = BeliefModel(stored_game, from_dict(BeliefConfig, blob["config"]["model"]))
+        cfg = from_dict(BeliefConfig, blob["config"]["model"])
+        net = make_qnet(stored_game, from_dict(NetConfig, blob["blueprint_net"])) if cfg.blueprint_features \
+            else None  # the blueprint network the encoder reads: its shape here, its weights in state_dict
+        model = BeliefModel(stored_game, cfg, net)
         weights = {k.removeprefix("model."): v for k, v in blob["state_dict"].items()
                    if k.startswith("model.")}
         model.load_state_dict(float_weights(weights))

@@ -24,7 +24,7 @@ from lbs.belief.data import BeliefData, episodes_to_streams
 from lbs.belief.evaluate import evaluate_belief
 from lbs.belief.trainer import BeliefTrainer
 from lbs.hanabi import GameConfig, engine
-from lbs.hanabi.encode import encode
+from lbs.hanabi.encode import encode, public_features
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief, load_blueprint
 from lbs.rl.actors import ActorConfig, run_round
 from lbs.rl.trainer import PRESETS, Trainer
@@ -284,6 +284,54 @@ def test_init_starts_a_new_run_from_another_blueprints_belief(blueprint, tmp_pat
     assert built.model == first.model and built.init == cfg.init
     with pytest.raises(SystemExit, match="belief: .*--init needs the same --model"):
         cli.main(flags + ["--model.hidden", "32", "--no-progress"])
+
+
+def test_blueprint_features_start_from_a_belief_without_them_and_ship(blueprint, tmp_path):
+    """--model.blueprint_features: the encoder reads the blueprint network's scores. Warm-started from a
+    belief without them it starts as exactly that belief (zero weights on the new inputs), trains them,
+    and its file (run and shipped) carries the blueprint's network, which load_belief rebuilds; turn by
+    turn it encodes what it encodes for the whole sequence. A rule bot has no network to read."""
+    from lbs.ship import ship_belief
+
+    first = micro_belief(tmp_path / "first")
+    assert BeliefTrainer(first, blueprint, progress=False).run().step == 12
+    _, plain = load_belief(Path(first.out_dir) / "latest.pt")
+    model_cfg = replace(first.model, blueprint_features=True)
+    cfg = micro_belief(tmp_path / "warm", model=model_cfg, init=str(Path(first.out_dir) / "latest.pt"),
+                       total_steps=6)
+    warm = BeliefTrainer(cfg, blueprint, progress=False)
+    game, net = load_blueprint(blueprint)
+    seeds = game_seeds(Stream.EVAL, 0, 4)
+    streams = episodes_to_streams(run_round(game, net.step, net.initial_state, seeds, 0,
+                                            ActorConfig(num_games=4, max_len=game.max_steps))[0])
+    priv = streams["priv"].float()
+    with torch.no_grad():
+        start, _ = warm.module.model.encode(priv)
+        assert torch.allclose(start, plain.encode(priv)[0], atol=1e-6)  # exactly the belief it starts from
+        scores, _ = warm.module.model.blueprint_scores(priv, tuple(net.mover.initial_state(priv.shape[0])))
+        every = torch.ones_like(scores, dtype=torch.bool)  # the scores of the blueprint's own network
+        mover = net.mover(priv, public_features(game, priv), every, net.mover.initial_state(priv.shape[0]))
+        assert torch.allclose(scores, mover[0])
+    assert warm.run().step == 6
+    _, trained = load_belief(Path(cfg.out_dir) / "latest.pt", blueprint_path=blueprint)
+    assert trained.cfg.blueprint_features and trained.blueprint is not None
+    for k, v in net.mover.state_dict().items():  # the network read is the blueprint's, frozen
+        assert torch.equal(trained.blueprint.state_dict()[k], v)
+    assert trained.mlp[0].weight[:, game.private_dim:].abs().sum() > 0  # the new inputs were learnt
+    with torch.no_grad():
+        whole, _ = trained.encode(priv)
+        hid, steps = trained.initial_state(priv.shape[0]), []
+        for t in range(priv.shape[1]):
+            c, hid = trained.encode(priv[:, t:t + 1], hid)
+            steps.append(c)
+        assert len(hid) == 4 and torch.allclose(torch.cat(steps, 1), whole, atol=1e-5)
+    ship_belief(Path(cfg.out_dir) / "latest.pt", str(blueprint), "feat", 8, torch.device("cpu"), tmp_path,
+                "python train/ship.py belief ...")
+    _, shipped = load_belief(tmp_path / "feat.pt", blueprint_path=blueprint)
+    assert shipped.blueprint is not None and shipped.cfg == trained.cfg
+    with pytest.raises(ValueError, match="rule bot smartbot has none"):
+        BeliefTrainer(replace(cfg, init="", out_dir=str(tmp_path / "bot"), players=2), "smartbot",
+                      progress=False)
 
 
 def test_wrong_blueprint_game_or_file_fails_clearly(blueprint, tmp_path):

@@ -40,9 +40,12 @@ def blueprint(game: GameConfig, seed: int = 0):
     return make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1)).eval()
 
 
-def belief(game: GameConfig, seed: int = 0) -> BeliefModel:
+def belief(game: GameConfig, seed: int = 0, reads=None) -> BeliefModel:
+    """reads: a blueprint network whose scores the encoder reads (BeliefConfig.blueprint_features)."""
     torch.manual_seed(seed)
-    return BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
+    cfg = BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4,
+                       blueprint_features=reads is not None)
+    return BeliefModel(game, cfg, reads).eval()
 
 
 def roots(game: GameConfig, net, games: int, steps: int, seed: int = 0):
@@ -455,12 +458,15 @@ def _swapped(game: GameConfig, state, seat: int, gen: torch.Generator):
     return other
 
 
+@pytest.mark.parametrize("features", [False, True], ids=["belief", "blueprint_features"])
 @pytest.mark.parametrize("depth", [1, None])
-def test_no_peeking_decisions_ignore_the_true_hand(depth):
+def test_no_peeking_decisions_ignore_the_true_hand(depth, features):
     """Same history, same seeds, the searcher's true hand swapped for another hand consistent with all it
-    observed: every decision is unchanged. The TrueHand sampler (which peeks) fails the same check."""
+    observed: every decision is unchanged, also with a belief that reads the blueprint's scores. The
+    TrueHand sampler (which peeks) fails the same check."""
     game = GAME
-    net, model = blueprint(game), belief(game)
+    net = blueprint(game)
+    model = belief(game, reads=net if features else None)
     server = serve(net, model)
     cfg = SearchConfig(rollouts=150, min_rollouts=10, seat=0)
     swaps = 0
