@@ -14,11 +14,11 @@ and every sample respects hints and counts. The prior's inputs are read from the
 observation and carried in the context: [encoder output E | unseen copies C | plausible cards H*C].
 
 With cfg.blueprint_features the encoder also reads, at every turn, the scores the blueprint's own network
-gives each move from the same observation (a frozen copy of it inside the model, advanced turn by turn
-beside the encoder, all moves taken as legal): what the blueprint would do is a function of what the
-player observed, so it adds no information, but it hands the belief the blueprint's own reading of its
-conventions instead of making it learn them again from the raw observations. The encoder state is then
-(h, c, blueprint h, blueprint c).
+gives each move from the same observation, as log-softmax (a frozen copy of the network inside the model,
+advanced turn by turn beside the encoder, all moves taken as legal): what the blueprint would do is a
+function of what the player observed, so it adds no information, but it hands the belief the blueprint's
+own reading of its conventions instead of making it learn them again from the raw observations. The
+encoder state is then (h, c, blueprint h, blueprint c).
 
 Shapes: B batch, T time, D = game.private_dim, E = cfg.hidden, H = game.hand_size,
 C = game.card_types card ids (colour * ranks + rank); -1 marks an empty slot.
@@ -157,11 +157,13 @@ class BeliefModel(nn.Module):
         return (z, z.clone(), *self.blueprint.initial_state(batch, dev))
 
     def blueprint_scores(self, priv: torch.Tensor, hid: tuple) -> tuple[torch.Tensor, tuple]:
-        """The blueprint's scores [B, T, A] of every action (all taken as legal) over observations [B, T, D],
-        and its state after them."""
+        """The blueprint's scores of every action (all taken as legal) over observations [B, T, D], as
+        log-softmax floored at -20 [B, T, A] (a network's scores share a large offset that moves from turn to
+        turn; only their differences say what it would do), and its state after them."""
         legal = torch.ones(*priv.shape[:2], self.blueprint.num_actions, dtype=torch.bool, device=priv.device)
         with torch.no_grad():
-            return self.blueprint(priv, public_features(self.game, priv), legal, hid)
+            scores, hid = self.blueprint(priv, public_features(self.game, priv), legal, hid)
+        return F.log_softmax(scores.float(), -1).clamp(min=-20.0), hid
 
     def encode(self, priv: torch.Tensor, hid: tuple | None = None) -> tuple[torch.Tensor, tuple]:
         """priv [B, T, D] private observations -> (context [B, T, E], encoder state after step T).
