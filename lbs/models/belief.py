@@ -61,8 +61,8 @@ class BeliefConfig:
     count_prior: bool = True
     """Add the log counting prior (unseen copies left x hint plausibility) to the decoder logits."""
     blueprint_features: bool = False
-    """The encoder also reads the blueprint network's scores of every move at every turn (a frozen copy of
-    the network inside the model; a rule bot has none)."""
+    """The encoder also reads the blueprint network's scores of every move at every turn, as log-softmax (a
+    frozen copy of the network inside the model; a rule bot has none)."""
 
     LEGACY_DEFAULTS: ClassVar[dict] = {"count_prior": False}
     """Files written before a field existed load with the value that reproduces them (lbs.configs)."""
