@@ -9,6 +9,15 @@ from lbs.infer import InferenceServer, ServerConfig
 from lbs.models.belief import BeliefConfig, BeliefModel
 
 
+def concurrently(work, n: int) -> None:
+    """work(0) .. work(n - 1), each in its own thread, all started before any is joined."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_served_sampling_equals_direct_calls():
     game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
     torch.manual_seed(0)
@@ -30,11 +39,7 @@ def test_served_sampling_equals_direct_calls():
         out[i] = server.belief().sample(*queries[i], k=50)
 
     with server:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(queries))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        concurrently(work, len(queries))
     for i, d in enumerate(direct):
         assert torch.equal(out[i], d), i
         hand_len = queries[i][2]
@@ -63,11 +68,7 @@ def test_served_encoding_of_a_belief_reading_the_blueprint_equals_direct_calls()
         out[i] = server.belief().encode(inputs[i][:, 1:], hid)
 
     with server:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        concurrently(work, len(inputs))
     for i, (ctx, hid) in enumerate(direct):
         assert len(out[i][1]) == 4 and torch.allclose(out[i][0], ctx, atol=1e-6), i
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(out[i][1], hid, strict=True)), i
