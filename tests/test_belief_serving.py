@@ -6,6 +6,7 @@ import torch
 
 from lbs.hanabi import GameConfig
 from lbs.infer import InferenceServer, ServerConfig
+from lbs.models import NetConfig, make_qnet
 from lbs.models.belief import BeliefConfig, BeliefModel
 
 
@@ -49,8 +50,6 @@ def test_served_sampling_equals_direct_calls():
 def test_served_encoding_of_a_belief_reading_the_blueprint_equals_direct_calls():
     """Concurrent encode calls merged by the server: a belief with blueprint_features carries the
     blueprint's state beside its own (four tensors, rows on dim 1), and each caller gets its own rows."""
-    from lbs.models import NetConfig, make_qnet
-
     game = GameConfig(players=2, colors=2, ranks=3, hand_size=3)
     torch.manual_seed(0)
     net = make_qnet(game, NetConfig(hidden=16, lstm_layers=1, mlp_layers=1)).eval()

@@ -303,7 +303,8 @@ class BeliefTrainer:
             w = weights["mlp.0.weight"]
             extra = own["mlp.0.weight"].shape[1] - w.shape[1]
             weights["mlp.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], extra)], 1)
-        if want.blueprint_features:
+        if want.blueprint_features:  # the run's own blueprint network, whatever shape the file's had
+            weights = {k: v for k, v in weights.items() if not k.startswith("blueprint.")}
             weights.update({k: v for k, v in own.items() if k.startswith("blueprint.")})
         self.module.model.load_state_dict(weights)
 

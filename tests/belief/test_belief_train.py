@@ -36,9 +36,10 @@ MICRO = GameConfig(players=2, colors=1, ranks=3, hand_size=2)
 ENV = {**os.environ, "WANDB_MODE": "disabled"}  # extend the caller's environment, never replace it
 
 
-def make_blueprint(path: Path, game: GameConfig = MICRO, seed: int = 0) -> Path:
+def make_blueprint(path: Path, game: GameConfig = MICRO, seed: int = 0, kind: str = NetConfig.kind) -> Path:
     """A random-weight blueprint checkpoint (plays deterministically, which is all the belief needs)."""
-    cfg = replace(PRESETS["tiny"], game=game, net=NetConfig(hidden=16, lstm_layers=1, mlp_layers=1),
+    net = NetConfig(kind=kind, hidden=16, lstm_layers=1, mlp_layers=1)
+    cfg = replace(PRESETS["tiny"], game=game, net=net,
                   actor=ActorConfig(num_games=8, max_len=game.max_steps), seed=seed,
                   out_dir=str(path), wandb_mode="disabled")
     return Trainer(cfg, progress=False).save("bp.pt")
@@ -329,6 +330,12 @@ def test_blueprint_features_start_from_a_belief_without_them_and_ship(blueprint,
                 "python train/ship.py belief ...")
     _, shipped = load_belief(tmp_path / "feat.pt", blueprint_path=blueprint)
     assert shipped.blueprint is not None and shipped.cfg == trained.cfg
+    lstm = make_blueprint(tmp_path / "lstm", kind="lstm")  # another kind of network: the run reads its own
+    again = replace(cfg, init=str(Path(cfg.out_dir) / "latest.pt"), out_dir=str(tmp_path / "again"))
+    again = BeliefTrainer(again, lstm, progress=False)
+    _, other = load_blueprint(lstm)
+    for k, v in other.mover.state_dict().items():
+        assert torch.equal(again.module.model.blueprint.state_dict()[k], v)
     with pytest.raises(ValueError, match="rule bot smartbot has none"):
         BeliefTrainer(replace(cfg, init="", out_dir=str(tmp_path / "bot"), players=2), "smartbot",
                       progress=False)
