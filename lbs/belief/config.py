@@ -49,6 +49,11 @@ class BeliefTrainConfig:
     """the data producer replays its blueprint games' step as a captured CUDA graph (lbs.graphs)"""
     explore: bool = True
     """blueprint acts with its training Ape-X epsilons (the reference's choice); False: greedy"""
+    acted_weight: float = 1.0
+    """weight in the training loss of the card its holder plays or discards at that step, the others 1. Any
+    weight > 0 has the same optimum, the true posterior (the move is a function of what the belief reads
+    and of noise independent of the hand); a larger one spends the model's capacity on the cards that
+    search decides on. Logged train/nll_per_card stays unweighted"""
     init: str = ""
     """a belief checkpoint whose weights start a new run: fine-tuning the belief of a related blueprint
     (checkpoints/belief_smartbot_2p.pt for a network that copies SmartBot) instead of learning from
@@ -113,6 +118,8 @@ class BeliefTrainConfig:
         if not (self.data_ratio >= 0 and self.max_minutes >= 0):
             raise ValueError(f"BeliefTrainConfig: data_ratio={self.data_ratio} and max_minutes="
                              f"{self.max_minutes} must be >= 0")
+        check(self, "acted_weight", self.acted_weight > 0 and math.isfinite(self.acted_weight),
+              "a finite number > 0")
         for name in ("lr", "adam_eps", "grad_clip", "data_ratio", "max_minutes"):
             check(self, name, math.isfinite(getattr(self, name)), "a finite number")
         for name in ("seed", "eval_seed"):

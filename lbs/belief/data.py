@@ -31,17 +31,23 @@ def stream_spec(game: GameConfig, max_len: int) -> dict[str, tuple]:
     return {
         "priv": ((max_len, game.private_dim), torch.uint8, torch.float32),
         "hand": ((max_len, game.hand_size), torch.int8, torch.long),
+        "acted": ((max_len,), torch.int8, torch.long),
     }
 
 
 def episodes_to_streams(episodes: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """run_round's [N, T, P, ...] episodes -> [N*P, T, ...] streams (row n*P + p); hands -1 after the end."""
+    """run_round's [N, T, P, ...] episodes -> [N*P, T, ...] streams (row n*P + p); hands -1 after the end;
+    acted: the slot the stream's player plays or discards at that step, -1 when it makes no such move."""
     priv, hand, mask = episodes["priv"], episodes["own_hand"], episodes["mask"]
     n, t, p = mask.shape[0], mask.shape[1], priv.shape[2]
+    h = hand.shape[-1]
     hand = torch.where(mask[:, :, None, None], hand, torch.full_like(hand, -1))
+    action = episodes["action"]
+    acted = torch.where(mask[:, :, None] & (action < 2 * h), action % h, torch.full_like(action, -1))
     return {
         "priv": priv.transpose(1, 2).reshape(n * p, t, -1),
         "hand": hand.transpose(1, 2).reshape(n * p, t, -1),
+        "acted": acted.transpose(1, 2).reshape(n * p, t).to(torch.int8),
     }
 
 

@@ -67,6 +67,15 @@ from .evaluate import BeliefEval, evaluate_belief, sample_acceptance
 
 
 # ---- Lightning module and checkpoints ---------------------------------------------------------------
+def acted_weighted_nll(slot_log_prob: torch.Tensor, hands: torch.Tensor, acted: torch.Tensor,
+                       weight: float) -> torch.Tensor:
+    """Weighted mean NLL per held card: slot_log_prob [B, T, H], hands [B, T, H] (-1 empty), acted [B, T]
+    (the slot played or discarded, -1 none) weighs `weight`, every other held card 1."""
+    slots = torch.arange(hands.shape[-1], device=hands.device)
+    w = torch.where(slots == acted[..., None], weight, 1.0) * (hands >= 0)
+    return -(slot_log_prob * w).sum() / w.sum().clamp(min=1)
+
+
 class BeliefModule(pl.LightningModule):
     """BeliefModel trained on NLL per card; carries what a belief checkpoint must record."""
 
@@ -99,6 +108,10 @@ class BeliefModule(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         out = self.model.log_prob(batch["priv"], batch["hand"])
         self.log("train/nll_per_card", out.nll_per_card, prog_bar=True)
+        loss = out.nll_per_card
+        if self.cfg.acted_weight != 1.0:
+            loss = acted_weighted_nll(out.slot_log_prob, batch["hand"], batch["acted"], self.cfg.acted_weight)
+            self.log("train/loss", loss)
         if self.global_step % self.cfg.log_every == 0:
             s = self.cfg.acceptance_streams
             acc = sample_acceptance(self.model, batch["priv"][:s], batch["hand"][:s], self.cfg.acceptance_k,
@@ -106,7 +119,7 @@ class BeliefModule(pl.LightningModule):
             self.log("train/acceptance", acc, prog_bar=True)
             if self.data is not None:
                 self.log_dict(self.data.stats())
-        return out.nll_per_card
+        return loss
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["config"] = to_dict(self.cfg)

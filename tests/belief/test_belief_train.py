@@ -5,6 +5,7 @@ wrong blueprints / games / files fail with a clear CheckpointError, and the CLI 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from lbs.belief.constraints import from_state as hand_constraints
 from lbs.belief.constraints import plausible_cards
 from lbs.belief.data import BeliefData, episodes_to_streams
 from lbs.belief.evaluate import evaluate_belief
-from lbs.belief.trainer import BeliefTrainer
+from lbs.belief.trainer import BeliefTrainer, acted_weighted_nll
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.encode import encode, public_features
 from lbs.models import BeliefConfig, BeliefModel, NetConfig, load_belief, load_blueprint
@@ -97,6 +98,12 @@ def test_streams_are_episode_player_rows_padded_with_empty_hands(blueprint):
             assert torch.equal(streams["hand"][n * p + s][mask], episodes["own_hand"][n, mask, s])
             assert bool((streams["hand"][n * p + s][~mask] == -1).all())
             assert bool((streams["hand"][n * p + s][mask] >= 0).any(-1).all())  # every live step holds cards
+            # the slot the stream's player plays or discards there (moves 0..H-1 discard, H..2H-1 play)
+            moves = episodes["action"][n, :, s]
+            want = [int(m) % game.hand_size if live and int(m) < 2 * game.hand_size else -1
+                    for m, live in zip(moves, mask, strict=True)]
+            assert streams["acted"][n * p + s].tolist() == want
+    assert bool((streams["acted"] >= 0).any())
 
 
 def test_evaluation_equals_teacher_forcing_and_obs_grounded_belief(blueprint):
@@ -157,6 +164,17 @@ def test_config_errors():
         BeliefTrainConfig(val_every=-1)
     with pytest.raises(ValueError, match="val_games=0"):
         BeliefTrainConfig(val_games=0)
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="acted_weight"):
+            BeliefTrainConfig(acted_weight=bad)
+
+
+def test_acted_weight_weighs_the_played_or_discarded_card():
+    lp = -torch.tensor([[[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]]])  # [B=1, T=2, H=3] log p of each true card
+    hands = torch.tensor([[[0, 1, -1], [2, 3, 4]]])  # the first step holds two cards
+    acted = torch.tensor([[1, -1]])  # slot 1 is played at step 0; no card moves at step 1
+    assert float(acted_weighted_nll(lp, hands, acted, 1.0)) == pytest.approx(15 / 5)
+    assert float(acted_weighted_nll(lp, hands, acted, 3.0)) == pytest.approx((1 + 3 * 2 + 12) / 7)
 
 
 # ---- training ----------------------------------------------------------------------------------------
@@ -420,7 +438,8 @@ def test_cli_trains_resumes_and_rejects_bad_input(blueprint, tmp_path):
     cmd = [sys.executable, str(ROOT / "train" / "belief.py"), "--preset", "tiny", "--no-progress",
            "--threads", "1", "--blueprint", str(blueprint), "--out_dir", str(out), "--total_steps", "4",
            "--games_per_round", "8", "--min_replay", "16", "--batch_size", "8", "--eval_games", "8",
-           "--model.hidden", "16", "--model.lstm_layers", "1", "--log_every", "2", "--data_ratio", "0"]
+           "--model.hidden", "16", "--model.lstm_layers", "1", "--log_every", "2", "--data_ratio", "0",
+           "--acted_weight", "4"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "final: step 4: train NLL per card" in r.stdout and "learned" in r.stdout
@@ -429,8 +448,12 @@ def test_cli_trains_resumes_and_rejects_bad_input(blueprint, tmp_path):
     r = subprocess.run(resume, capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "final: step 6:" in r.stdout
-    assert ckpt.load(out / "latest.pt", "belief")["config"]["model"]["hidden"] == 16
+    saved = ckpt.load(out / "latest.pt", "belief")["config"]
+    assert saved["model"]["hidden"] == 16 and saved["acted_weight"] == 4
     cli = load_cli()
+    with pytest.raises(SystemExit, match="belief: .*acted_weight=0.0: must be a finite number > 0"):
+        cli.main(cmd[2:] + ["--out_dir", str(tmp_path / "refused"), "--acted_weight", "0"])
+    assert not (tmp_path / "refused").exists()
     with pytest.raises(SystemExit, match="belief: .*exceeds replay_capacity"):
         cli.main(cmd[2:] + ["--min_replay", "99999"])
     with pytest.raises(SystemExit, match="belief: --blueprint is required"):  # one line, no usage text
