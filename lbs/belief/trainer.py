@@ -16,6 +16,7 @@ from the stored round counter. `lbs.models.load_belief` rebuilds the model alone
 
 Logged metrics:
   train/nll_per_card  teacher-forced NLL of the true hand, per held card, on the training batch
+  train/loss          with acted_weight != 1: the loss trained on, the played or discarded cards weighed
   train/acceptance    fraction of plain belief samples (acceptance_k per position, on acceptance_streams
                       streams of the batch) that pass the exact validity filter (hints and card counts)
   replay/size         streams in the replay;  replay/added: streams ever added
