@@ -85,7 +85,7 @@ def real_queries(game: GameConfig, model: BeliefModel, net, n: int, device: torc
     seeds = torch.arange(n, device=device)
     episodes, _ = run_round(game, net.step, lambda b: net.initial_state(b, device), seeds, -1000 - seed,
                             ActorConfig(num_games=n, max_len=game.max_steps))
-    s = episodes_to_streams(episodes)
+    s = episodes_to_streams(game, episodes)
     held = (s["hand"] >= 0).any(-1)  # [S, T]
     lengths = held.sum(1)
     rows = torch.arange(n, device=device) * game.players  # player 0 of each game

@@ -17,6 +17,7 @@ from torch.utils.data import IterableDataset
 
 from ..graphs import Graphs
 from ..hanabi.config import GameConfig
+from ..hanabi.engine import tables
 from ..infer import InferenceServer, ServerConfig
 from ..rl.actors import ActorConfig, run_round
 from ..rl.r2d2 import apex_epsilons
@@ -35,15 +36,15 @@ def stream_spec(game: GameConfig, max_len: int) -> dict[str, tuple]:
     }
 
 
-def episodes_to_streams(episodes: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def episodes_to_streams(game: GameConfig, episodes: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """run_round's [N, T, P, ...] episodes -> [N*P, T, ...] streams (row n*P + p); hands -1 after the end;
     acted: the slot the stream's player plays or discards at that step, -1 when it makes no such move."""
     priv, hand, mask = episodes["priv"], episodes["own_hand"], episodes["mask"]
     n, t, p = mask.shape[0], mask.shape[1], priv.shape[2]
-    h = hand.shape[-1]
     hand = torch.where(mask[:, :, None, None], hand, torch.full_like(hand, -1))
-    action = episodes["action"]
-    acted = torch.where(mask[:, :, None] & (action < 2 * h), action % h, torch.full_like(action, -1))
+    slot_of = tables(game, mask.device).move_info[:, 1]  # per move id; -1 for hints
+    slot_of = torch.cat([slot_of, slot_of.new_full((1,), -1)])  # the no-op of a seat not to move
+    acted = torch.where(mask[:, :, None], slot_of[episodes["action"]], -1)
     return {
         "priv": priv.transpose(1, 2).reshape(n * p, t, -1),
         "hand": hand.transpose(1, 2).reshape(n * p, t, -1),
@@ -92,7 +93,7 @@ class BeliefData:
             blueprint = self.server.qnet()
             episodes, stats = run_round(self.game, blueprint.step, blueprint.initial_state, seeds, r,
                                         self.actor, eps=self.eps, graphs=self.graphs)
-        return episodes_to_streams(episodes), stats["score"]
+        return episodes_to_streams(self.game, episodes), stats["score"]
 
     def add_round(self) -> None:
         with self._cond:

@@ -83,7 +83,7 @@ class HandLogProb:
     """Teacher-forced likelihood of true hands."""
 
     slot_log_prob: torch.Tensor  # [B, T, H] log p(card_s | context, cards_<s); 0 at empty slots
-    nll_per_card: torch.Tensor  # [] mean negative log-likelihood over held slots (the training loss)
+    nll_per_card: torch.Tensor  # [] mean NLL over held slots (the training loss when no card is weighed)
     num_cards: torch.Tensor  # [] held slots counted in the mean
     hid: HiddenState  # encoder (h, c) [lstm_layers, B, hidden] after the sequence (chunked training)
 

@@ -88,7 +88,7 @@ def test_streams_are_episode_player_rows_padded_with_empty_hands(blueprint):
     game, net = load_blueprint(blueprint)
     seeds = torch.arange(6)
     episodes, _ = run_round(game, net.step, net.initial_state, seeds, 0, ActorConfig(6, game.max_steps))
-    streams = episodes_to_streams(episodes)
+    streams = episodes_to_streams(game, episodes)
     p = game.players
     assert streams["priv"].shape == (6 * p, game.max_steps, game.private_dim)
     for n in range(6):
@@ -116,7 +116,7 @@ def test_evaluation_equals_teacher_forcing_and_obs_grounded_belief(blueprint):
     ev = evaluate_belief(game, model, net.step, net.initial_state, games=n, seed=3, batch=5)
     seeds = game_seeds(Stream.EVAL, 3, n)  # evaluate_belief's deals: the evaluation stream of seed 3
     episodes, _ = run_round(game, net.step, net.initial_state, seeds, 0, ActorConfig(n, t))
-    s = episodes_to_streams(episodes)
+    s = episodes_to_streams(game, episodes)
     with torch.no_grad():
         lp = model.log_prob(s["priv"].float(), s["hand"].long())
     held = s["hand"] >= 0  # [S, T, H]
@@ -321,8 +321,9 @@ def test_blueprint_features_start_from_a_belief_without_them_and_ship(blueprint,
     warm = BeliefTrainer(cfg, blueprint, progress=False)
     game, net = load_blueprint(blueprint)
     seeds = game_seeds(Stream.EVAL, 0, 4)
-    streams = episodes_to_streams(run_round(game, net.step, net.initial_state, seeds, 0,
-                                            ActorConfig(num_games=4, max_len=game.max_steps))[0])
+    episodes, _ = run_round(game, net.step, net.initial_state, seeds, 0,
+                            ActorConfig(num_games=4, max_len=game.max_steps))
+    streams = episodes_to_streams(game, episodes)
     priv = streams["priv"].float()
     with torch.no_grad():
         start, _ = warm.module.model.encode(priv)
