@@ -54,11 +54,11 @@ from lbs.search.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ["blueprint", "sparta", "lbs-inf", "lbs-32", "lbs-16", "lbs-8", "lbs-1"]
-SETTINGS = ("game", "seed", "blueprint", "belief", "rollouts", "min_rollouts", "delta", "reference_budget",
-            "keep_lost_points", "knowledge", "belief_type")
+SETTINGS = ("game", "seed", "blueprint", "belief", "belief_sha256", "rollouts", "min_rollouts", "delta",
+            "reference_budget", "keep_lost_points", "knowledge", "belief_type")
 """The recorded settings that decide a row's games: runs that differ in one are not joined (--combine)."""
 UNRECORDED = {"delta": 0.05, "reference_budget": False, "keep_lost_points": False, "knowledge": "none",
-              "belief_type": "learned"}
+              "belief_type": "learned", "belief_sha256": None}
 """What runs recorded before a setting existed played with."""
 
 
@@ -197,6 +197,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         + ("; rollouts score a lost game as its points minus one" if cfg.keep_lost_points else "")
         + (f"; LBS draws its hands {drawn_from(belief_type, knowledge)} (--belief-type {belief_type} "
            f"--knowledge {knowledge})." if knowledge else "."),
+        *([f"- Belief: `{belief}` (sha256 `{file_hash(belief)}`)."] if belief and knowledge else []),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": cfg.rollouts, "min_rollouts": cfg.min_rollouts, "delta": cfg.delta,
@@ -204,6 +205,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
                 "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
                 "knowledge": knowledge, "belief_type": belief_type, "blueprint": Path(args.blueprint).name,
                 "belief": Path(belief).name if belief else None,
+                "belief_sha256": file_hash(belief) if belief else None,  # a shipped file is replaced in place
                 "machine": machine(), "command": command()}
     rows: list[Row] = []
     searched = [m for m in modes if runs[m].mode.searches]
@@ -474,7 +476,7 @@ def combine(args, out: Path) -> None:
             sys.exit(f"table1 --combine: {name}: {problem}")
     known = [recorded_settings(d["settings"]) | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
-    lbs_only = ("knowledge", "belief", "belief_type")  # how LBS drew its hands, from what: LBS's alone
+    lbs_only = ("knowledge", "belief", "belief_sha256", "belief_type")  # how LBS drew its hands: LBS's alone
     for k in SETTINGS:
         if len({json.dumps(s.get(k)) for s in known if s["lbs"] or k not in lbs_only}) > 1:
             sys.exit(f"table1 --combine: the runs differ in {k}; combine runs of one setting")
@@ -531,6 +533,8 @@ def combine(args, out: Path) -> None:
     if drew is not None and drew.get("knowledge") in KNOWLEDGE:
         b, k = drew.get("belief_type") or "learned", drew["knowledge"]
         head.append(f"- LBS draws its hands {drawn_from(b, k)} (--belief-type {b} --knowledge {k}).")
+        if drew.get("belief_sha256"):
+            head.append(f"- Belief: `{drew.get('belief')}` (sha256 `{drew['belief_sha256']}`).")
     source = {k: drew if drew is not None and k in lbs_only else first for k in SETTINGS}
     settings = {k: source[k][k] for k in SETTINGS if k in source[k]}  # not the first run's machine or command
     population = population_scores(args, game, first.get("seed", args.seed))

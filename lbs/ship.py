@@ -26,6 +26,7 @@ from .models.io import (
     training_record,
 )
 from .scoring import evaluate
+from .search.config import SearchConfig
 
 
 def _card(path: Path, loader: str, body: str, command: str, notes: str) -> str:
@@ -149,13 +150,17 @@ def ship_belief(run_file: str | Path, blueprint: str, name: str, games: int, dev
     conv = blob.get("conventions", "")
     conventions = (f"\n- Conventions: the blueprint learnt {conv}'s from its games (the belief trainer read its "
                    "recipe)." if conv else "")
-    conventions += ("\n- Search: LBS draws this belief's samples within SmartBot's public card knowledge, followed "
-                    "from the searcher's own observations (`--knowledge smartbot`, the default; `--knowledge "
-                    "none`: the learned belief alone).")
+    conventions += (f"\n- Search: LBS draws from this belief alone or within SmartBot's public card knowledge, "
+                    f"followed from the searcher's own observations (`--knowledge none|smartbot`; default "
+                    f"`{SearchConfig.knowledge}`).")
     cfg = blob["config"]
     val = blob.get("validation", {})
     best = (f"; the lowest validation NLL ({val['best_nll']:.3f} per card, {cfg['val_games']} games) at step "
             f"{val['best_step']}" if val.get("best_step", -1) >= 0 else "")
+    warm = "none" if not cfg.get("init") else f"`{cfg['init']}`" + (
+        f" (sha256 `{blob['init_sha256']}`)" if blob.get("init_sha256") else "")
+    weighed = (f", the card played or discarded weighing {cfg['acted_weight']:g} in the loss"
+               if cfg.get("acted_weight", 1.0) != 1.0 else "")
     body = f"""# {name}: learned belief for `{blueprint}`
 
 **Cross-entropy of the true hand: {res.nll_learned:.3f} nats per card** (learned) vs {res.nll_grounded:.3f} for the
@@ -166,10 +171,10 @@ belief is lower at {beyond} of {len(turns)} turns; that gap is what it learned f
 
 - Blueprint: `{blueprint}` ({tied}).{conventions}
 - Made by `train/belief.py` from `{run_file}`: step {blob.get("step")} of {cfg["total_steps"]:,}{best}; warm start
-  {f"`{cfg['init']}`" if cfg.get("init") else "none"}.
+  {warm}.
 - Model: `{model.cfg}`
 - Training: lr {cfg["lr"]}, batch {cfg["batch_size"]} streams, replay {cfg["replay_capacity"]} streams (refilled at
-  {cfg["data_ratio"]} streams per stream sampled), explore {cfg["explore"]}.
+  {cfg["data_ratio"]} streams per stream sampled), explore {cfg["explore"]}{weighed}.
 - Game: `{game}`
 """
     return _card(out, "lbs.models.load_belief", body, command, notes)

@@ -88,6 +88,7 @@ class BeliefModule(pl.LightningModule):
         self.cfg, self.game, self.data = cfg, game, data
         self.blueprint = dict(blueprint or {})
         self.conventions = ""  # the rule bot whose conventions the blueprint learnt (BeliefTrainer sets it)
+        self.init_sha256: str | None = None  # the --init file's sha256 (BeliefTrainer sets it)
         self.model = BeliefModel(game, cfg.model, network if cfg.model.blueprint_features else None)
         self.best_val, self.best_step = math.inf, -1  # lowest validation NLL per card so far, and when
         self.life: Lifecycle | None = None  # the run's folder: best.pt is read on resume (it can be newer)
@@ -127,6 +128,7 @@ class BeliefModule(pl.LightningModule):
         checkpoint["game"] = self.game.to_dict()
         checkpoint["blueprint"] = dict(self.blueprint)
         checkpoint["conventions"] = self.conventions
+        checkpoint["init_sha256"] = self.init_sha256  # the warm start's file: --init may be replaced later
         if self.model.blueprint is not None:  # its shape: load_belief rebuilds it (weights: state_dict)
             checkpoint["blueprint_net"] = to_dict(self.model.blueprint.cfg)
         checkpoint["step"] = self.global_step
@@ -281,7 +283,7 @@ class BeliefTrainer:
             ActorConfig, ckpt.load(self.blueprint_path, BLUEPRINT_KIND)["config"]["actor"])
         self.resume = Path(resume) if resume else None
         self.start_step, self.wandb_id = 0, None
-        start_round = 0
+        start_round, init_sha256 = 0, None
         if self.resume is not None:
             blob = self.life.training_state(self.resume, ("optimizer_states", "data"), self.game.to_dict())
             check_blueprint_hash(blob, self.resume, sha, self.blueprint_path)
@@ -289,6 +291,7 @@ class BeliefTrainer:
             self.life.refuse_changes(self.resume, stored, cfg, ("model",))
             start_round = int(blob["data"]["rounds"])
             self.start_step, self.wandb_id = int(blob.get("step", 0)), blob.get("wandb_id")
+            init_sha256 = blob.get("init_sha256")
         pl.seed_everything(cfg.seed, verbose=False)
         self.data = BeliefData(cfg, self.game, net, bp_actor, self.device, start_round)
         # the blueprint's path relative to the run folder, so the pair can move together
@@ -297,6 +300,7 @@ class BeliefTrainer:
         self.module = BeliefModule(cfg, self.game, self.data, {"path": rel, "sha256": sha}, net.mover)
         self.module.life = self.life
         self.module.conventions = conventions_of(cfg.conventions, blueprint)
+        self.module.init_sha256 = init_sha256
         self._io = BeliefCheckpointIO(self.game, sha)
         if self.resume is None and cfg.init:
             self._warm_start(Path(cfg.init))
@@ -321,6 +325,7 @@ class BeliefTrainer:
             weights = {k: v for k, v in weights.items() if not k.startswith("blueprint.")}
             weights.update({k: v for k, v in own.items() if k.startswith("blueprint.")})
         self.module.model.load_state_dict(weights)
+        self.module.init_sha256 = ckpt.file_hash(path)
 
     @property
     def finished(self) -> bool:

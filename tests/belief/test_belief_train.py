@@ -289,6 +289,8 @@ def test_init_starts_a_new_run_from_another_blueprints_belief(blueprint, tmp_pat
     assert warm.run().step == 4  # a new run: its own steps, its own blueprint, the file named in its config
     blob = ckpt.load(Path(cfg.out_dir) / "latest.pt", "belief")
     assert blob["config"]["init"] == cfg.init and blob["blueprint"]["sha256"] == ckpt.file_hash(other)
+    assert blob["init_sha256"] == ckpt.file_hash(cfg.init)  # by content: --init may be replaced
+    assert ckpt.load(Path(first.out_dir) / "latest.pt", "belief")["init_sha256"] is None
 
     wider = replace(cfg, model=replace(cfg.model, hidden=8), out_dir=str(tmp_path / "wider"))
     with pytest.raises(ckpt.CheckpointError, match="--init needs the same --model"):
@@ -348,6 +350,8 @@ def test_blueprint_features_start_from_a_belief_without_them_and_ship(blueprint,
     ship_belief(Path(cfg.out_dir) / "latest.pt", str(blueprint), "feat", 8, torch.device("cpu"), tmp_path,
                 "python train/ship.py belief ...")
     _, shipped = load_belief(tmp_path / "feat.pt", blueprint_path=blueprint)
+    card = (tmp_path / "feat.md").read_text()  # the card names the warm start by content
+    assert f"warm start\n  `{cfg.init}` (sha256 `{ckpt.file_hash(cfg.init)}`)" in card
     assert shipped.blueprint is not None and shipped.cfg == trained.cfg
     lstm = make_blueprint(tmp_path / "lstm", kind="lstm")  # another kind of network: the run reads its own
     again = replace(cfg, init=str(Path(cfg.out_dir) / "latest.pt"), out_dir=str(tmp_path / "again"))
