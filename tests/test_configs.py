@@ -35,8 +35,8 @@ def test_a_literal_field_is_a_flag_with_choices(capsys):
     ap = argparse.ArgumentParser(prog="p")
     add_dataclass_args(ap, SearchConfig, defaults=SearchConfig())
     assert "--knowledge {smartbot,none}" in ap.format_help()
-    assert apply_overrides(SearchConfig(), ap.parse_args(["--knowledge", "none"])).knowledge == "none"
-    assert apply_overrides(SearchConfig(), ap.parse_args([])).knowledge == "smartbot"
+    assert apply_overrides(SearchConfig(), ap.parse_args(["--knowledge", "smartbot"])).knowledge == "smartbot"
+    assert apply_overrides(SearchConfig(), ap.parse_args([])).knowledge == "none"
     with pytest.raises(SystemExit):
         ap.parse_args(["--knowledge", "bogus"])
     err = capsys.readouterr().err.strip().splitlines()

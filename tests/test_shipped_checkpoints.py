@@ -83,10 +83,11 @@ def _smartbot(game):
 
 def test_lbs_draws_within_smartbots_knowledge_whatever_the_belief_names(tmp_path):
     """The full-game blueprint learnt SmartBot's conventions and its belief names them (a record); the
-    2-colour pair's names none. Either way LBS draws within SmartBot's card knowledge by default (a SmartBot
-    beside the network: --knowledge smartbot), and from the belief alone with --knowledge none; a belief
+    2-colour pair's names none. Either way LBS draws from the belief alone by default (--knowledge none) and
+    within SmartBot's card knowledge with --knowledge smartbot (a SmartBot beside the network); a belief
     naming no rule bot fails to load in one line."""
     from lbs.bots import SmartBot
+    from lbs.search.config import SearchConfig
     from lbs.search.setup import build_search
 
     _, model = load_belief(BELIEF, blueprint_path=BLUEPRINT)
@@ -95,10 +96,11 @@ def test_lbs_draws_within_smartbots_knowledge_whatever_the_belief_names(tmp_path
     assert load_belief(small[1], blueprint_path=small[0])[1].conventions == ""
     for blueprint, belief in ((BLUEPRINT, BELIEF), small):
         with build_search("lbs-inf", blueprint, belief) as setup:
+            assert setup.cfg.knowledge == "none" and setup.sampler().knowledge is None
+        with build_search("lbs-inf", blueprint, belief, cfg=SearchConfig(knowledge="smartbot")) as setup:
             knowledge = setup.sampler().knowledge
             assert isinstance(knowledge, SmartBot) and knowledge is not setup.net
             assert knowledge.game == setup.game
-            assert setup.with_mode("lbs-inf", knowledge="none").sampler().knowledge is None
     blob = ckpt.load(BELIEF, "belief")
     bad = tmp_path / "belief.pt"
     ckpt.save(bad, "belief", {**blob, "conventions": "nobot"})

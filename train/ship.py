@@ -38,7 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--folder", default="checkpoints", help="where shipped files live")
     ap.add_argument("--notes", default="", help="a paragraph for the card's end")
     args = ap.parse_args(argv)
-    command = shlex.join(["python", "train/ship.py", *(sys.argv[1:] if argv is None else argv)])
+    given = list(sys.argv[1:] if argv is None else argv)
+    if args.notes:  # the card ends with the paragraph itself; the command names it only
+        given = [a if a != args.notes else "<the paragraph below>" for a in given]
+        given = [a if not a.startswith("--notes=") else "--notes=<the paragraph below>" for a in given]
+    command = shlex.join(["python", "train/ship.py", *given])
     try:
         if not re.fullmatch(NAME, args.name):
             raise ValueError(f"--name {args.name!r}: a plain file name (letters, digits, '_', '-')")

@@ -170,6 +170,10 @@ PRESETS: dict[str, BeliefTrainConfig] = {
         eval_games=1000,
     ),
 }
+# The shipped belief's second stage: the recipe belief (--init, its shipped file) fine-tuned with the card its
+# holder plays or discards weighing ten times in the loss, which LBS's rollouts act on.
+PRESETS["recipe_weighted"] = replace(PRESETS["recipe"], total_steps=2000, checkpoint_every=250, val_every=500,
+                                     val_games=300, acted_weight=10.0)
 
 
 def apply_preset(name: str) -> BeliefTrainConfig:

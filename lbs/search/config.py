@@ -118,12 +118,13 @@ class SearchConfig:
     SPARTA's server scores it by default, instead of 0 (HLE's rule, by which the real game is judged). On
     SmartBot the returns' variance is then 1.8-3.9x smaller (experiments/rollout_spread.py: the rare lost game
     no longer costs every point), so the same rollouts tell the moves apart better"""
-    knowledge: Knowledge = "smartbot"
-    """LBS: where each sampled hand is drawn. "smartbot": within the identities SmartBot's public card
-    knowledge (its conventions, followed from the searcher's own observations) allows the searcher's cards:
-    the blueprint's own knowledge when it is SmartBot, else a SmartBot followed beside the blueprint for
-    its game (samplers.LearnedBelief). "none": the learned belief alone, hint-consistent samples kept by
-    rejection"""
+    knowledge: Knowledge = "none"
+    """LBS: where each sampled hand is drawn. "none": the belief alone, hint-consistent samples kept by
+    rejection (the papers' LBS; on the shipped pair it ties with "smartbot", docs/results.md). "smartbot":
+    within the identities SmartBot's public card knowledge (its conventions, followed from the searcher's own
+    observations) allows the searcher's cards: the blueprint's own knowledge when it is SmartBot, else a
+    SmartBot followed beside the blueprint for its game (samplers.LearnedBelief), which only suits a
+    blueprint that learnt SmartBot's conventions"""
     belief_type: BeliefType = "learned"
     """LBS: the belief its hands are drawn from. "learned": the belief checkpoint trained for the blueprint
     (--belief); "bayes": BAD's factorised Bayesian belief, updated after every partner move by the

@@ -1,6 +1,6 @@
 """docs/reproduce.md's commands, in order, on a small game with every length shortened: the recipe (imitation,
-TD values), shipping the blueprint, the belief on the shipped file, shipping it, then one LBS game with the
-pair. If the commands rot, this fails."""
+TD values), shipping the blueprint, the belief on the shipped file, shipping it, fine-tuning it with the acted
+cards weighed, shipping that, then one LBS game with the pair. If the commands rot, this fails."""
 
 import os
 import re
@@ -30,6 +30,7 @@ def test_the_documented_commands_rebuild_a_pair_that_searches(tmp_path):
     commands = re.findall(r"^python train/\S+ .*$", doc, flags=re.M)
     assert [c.split()[1:3] for c in commands] == [
         ["train/blueprint.py", "--preset"], ["train/ship.py", "blueprint"],
+        ["train/belief.py", "--blueprint"], ["train/ship.py", "belief"],
         ["train/belief.py", "--blueprint"], ["train/ship.py", "belief"]]
     (tmp_path / "checkpoints").mkdir()
     bp_run, bel_run = tmp_path / "runs" / "bp", tmp_path / "runs" / "bel"
@@ -50,7 +51,21 @@ def test_the_documented_commands_rebuild_a_pair_that_searches(tmp_path):
     card = run(str(ROOT / "train" / "ship.py"), "belief", str(bel_run / "best.pt"), "--blueprint",
                "checkpoints/bp.pt", "--name", "bel", "--games", "10", "--threads", "1", cwd=tmp_path)
     assert "Conventions: the blueprint learnt smartbot's" in card
-    game, model = load_belief(tmp_path / "checkpoints" / "bel.pt", blueprint_path=shipped)
+    first = tmp_path / "checkpoints" / "bel.pt"
+    first_sha = ckpt.file_hash(first)
+    weighted = tmp_path / "runs" / "weighted"  # the second stage: from the shipped file, acted cards weighed
+    run(str(ROOT / "train" / "belief.py"), "--blueprint", "checkpoints/bp.pt", "--preset", "tiny", "--init",
+        "checkpoints/bel.pt", "--acted_weight", "10", "--threads", "1", "--out_dir", str(weighted),
+        "--total_steps", "4", "--min_replay", "64", "--val_every", "2", "--val_games", "10", "--eval_games",
+        "10", "--no_progress", cwd=tmp_path)
+    card = run(str(ROOT / "train" / "ship.py"), "belief", str(weighted / "best.pt"), "--blueprint",
+               "checkpoints/bp.pt", "--name", "bel", "--games", "10", "--threads", "1", "--notes",
+               "The second stage.", cwd=tmp_path)
+    assert "--notes '<the paragraph below>'`" in card and card.rstrip().endswith("The second stage.")
+    assert f"`checkpoints/bel.pt` (sha256 `{first_sha}`)" in card  # the file it replaced, by content
+    assert "the card played or discarded weighing 10 in the loss" in card
+    assert ckpt.file_hash(first) != first_sha
+    game, model = load_belief(first, blueprint_path=shipped)
     assert model.conventions == "smartbot" and game == load_blueprint(shipped)[0]
     out = run(str(ROOT / "search" / "run.py"), "--mode", "lbs-1", "--blueprint", "checkpoints/bp.pt",
               "--belief", "checkpoints/bel.pt", "--games", "1", "--rollouts", "120", "--min_rollouts", "10",

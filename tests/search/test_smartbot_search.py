@@ -278,7 +278,7 @@ def test_no_peeking_with_another_hand_the_history_allows(mode: str, max_range: i
     rejection draw through the pending filters. "network": a network blueprint (its belief names no
     conventions), so the sampler follows a SmartBot of its own beside the network (knowledge "smartbot")."""
     game = SMALL["p2_c3_r3_h3"]
-    cfg = replace(tiny_search(game), max_range=max_range)
+    cfg = replace(tiny_search(game), max_range=max_range, knowledge="smartbot")
     n, seat = 4, cfg.seat
     torch.manual_seed(0)
     net = SmartBot(game) if blueprint == "smartbot" else make_qnet(game, NetConfig(hidden=16)).eval()
@@ -349,7 +349,7 @@ def swap_hand(game: GameConfig, deck: torch.Tensor, positions: list[int], state,
 @pytest.mark.parametrize("blueprint", ["smartbot", "network"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) -> None:
-    """With knowledge "smartbot" (the default), LBS's sampler follows the searcher's copy of SmartBot's
+    """With knowledge "smartbot", LBS's sampler follows the searcher's copy of SmartBot's
     knowledge and draws every held slot within it (the lockstep seat's own_cards, SmartBot playing the
     game): SmartBot's own as the blueprint, or a SmartBot's beside a network whose belief names no
     conventions (nothing in the belief decides it); with knowledge "none" the learned belief (here
@@ -365,7 +365,7 @@ def test_lbs_draws_within_smartbots_card_knowledge(device: str, blueprint: str) 
     n, k, seat = 16, 32, 1
     state = engine.reset(game, torch.arange(n, device=device))
     outside = {True: 0, False: 0}
-    cfg = replace(tiny_search(game), seat=seat)
+    cfg = replace(tiny_search(game), seat=seat, knowledge="smartbot")
     with SearchSetup.of(game, searched, "lbs-inf", cfg, model, device) as setup, torch.no_grad():
         plain = setup.with_mode("lbs-inf", knowledge="none")
         samplers = {True: setup.sampler(), False: plain.sampler()}
@@ -406,11 +406,11 @@ def test_the_knowledge_is_a_setting_of_its_own() -> None:
     torch.manual_seed(0)
     net = make_qnet(game, NetConfig(hidden=16)).eval()
     model = BeliefModel(game, BeliefConfig(hidden=16, mlp_layers=1, lstm_layers=1, card_embed=4)).eval()
-    cfg = tiny_search(game)
+    cfg = replace(tiny_search(game), knowledge="smartbot")
     with pytest.raises(ValueError, match="max_life_tokens=4.*; use --knowledge none$") as err:
         SearchSetup.of(game, net, "lbs-inf", cfg, model)
     assert "\n" not in str(err.value)
-    with SearchSetup.of(game, net, "lbs-inf", replace(cfg, knowledge="none"), model) as setup:
+    with SearchSetup.of(game, net, "lbs-inf", tiny_search(game), model) as setup:  # the default: none
         assert setup.sampler().knowledge is None and setup.smartbot is None
     with SearchSetup.of(game, net, "sparta", cfg) as setup:
         assert setup.knowledge is None and setup.smartbot is None
