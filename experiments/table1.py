@@ -184,6 +184,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
     population = population_scores(args, game, args.seed, setup.blueprint)  # the blueprint this run plays
     knowledge = next((r.knowledge_shown for r in runs.values() if r.knowledge_shown), None)  # LBS rows only
     belief_type = next((r.belief_shown for r in runs.values() if r.belief_shown), None)
+    belief_sha256 = file_hash(belief) if belief else None
     lines = [
         f"# Table 1 (LBS paper) for {Path(args.blueprint).name}: {game}",
         "",
@@ -197,7 +198,7 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
         + ("; rollouts score a lost game as its points minus one" if cfg.keep_lost_points else "")
         + (f"; LBS draws its hands {drawn_from(belief_type, knowledge)} (--belief-type {belief_type} "
            f"--knowledge {knowledge})." if knowledge else "."),
-        *([f"- Belief: `{belief}` (sha256 `{file_hash(belief)}`)."] if belief and knowledge else []),
+        *([f"- Belief: `{belief}` (sha256 `{belief_sha256}`)."] if belief and knowledge else []),
     ]
     settings = {"game": game.to_dict(), "seed": args.seed, "first_game": args.first_game,
                 "rollouts": cfg.rollouts, "min_rollouts": cfg.min_rollouts, "delta": cfg.delta,
@@ -205,13 +206,13 @@ def run(ap: flags.Parser, args, state: Kept) -> None:
                 "reference_budget": cfg.reference_budget, "keep_lost_points": cfg.keep_lost_points,
                 "knowledge": knowledge, "belief_type": belief_type, "blueprint": Path(args.blueprint).name,
                 "belief": Path(belief).name if belief else None,
-                "belief_sha256": file_hash(belief) if belief else None,  # a shipped file is replaced in place
+                "belief_sha256": belief_sha256,  # a shipped file is replaced in place
                 "machine": machine(), "command": command()}
     rows: list[Row] = []
     searched = [m for m in modes if runs[m].mode.searches]
     bar = state.bar = tqdm(total=args.games * (1 + len(searched)), unit="game", desc="blueprint")
     identity = {"seed": args.seed, "game": game.to_dict(), "blueprint": blueprint_identity(args.blueprint),
-                "belief": file_hash(belief) if belief else None,  # and this command's table:
+                "belief": belief_sha256,  # and this command's table:
                 "games": args.games, "first_game": args.first_game, "modes": [str(m) for m in modes],
                 "record": args.record}
 
