@@ -104,7 +104,9 @@ def parser() -> flags.Parser:
     ap.count(*flag_names("batch_games"), dest="batch_games", low=1, default=64,
              help="games searched at once (default %(default)s)")
     ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
-                    help="build one table from recorded runs (their .json) on the same deals; plays nothing")
+                    help="build one table from recorded runs (their .json) on the same deals; JSON:MODE,MODE "
+                    "takes only those rows of that file (e.g. SPARTA's beside LBS rows of another belief); "
+                    "plays nothing")
     ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), default=None,
                     help="pair each mode of table B with itself in table A (two settings: a rule for lost "
                     "rollouts, a budget, a belief) on the deals both played, B - A, overall and by the "
@@ -463,9 +465,10 @@ def combine(args, out: Path) -> None:
     """One table from recorded runs: each mode's row from the runs that played it on the most deals, the
     blueprint row likewise; runs on adjacent deals (--first-game) join into one row. Runs must agree on
     the blueprint's score of every deal they share (the same deals and blueprint) and on the settings they
-    record."""
+    record. FILE:MODE,MODE takes only those rows of a file (with the blueprint row that pairs them)."""
     runs = []
-    for name in args.combine:
+    for given in args.combine:
+        name, _, only = given.partition(":")
         try:
             runs.append((Path(name), json.loads(Path(name).read_text())))
         except (OSError, ValueError) as e:
@@ -475,6 +478,12 @@ def combine(args, out: Path) -> None:
             sys.exit(f"table1 --combine: {name} is not a table1 result (the .json with scores and summaries)")
         if problem := malformed(d):
             sys.exit(f"table1 --combine: {name}: {problem}")
+        if only:  # FILE:MODE,MODE takes those rows of the file (and its blueprint row, which pairs them)
+            if missing := set(only.split(",")) - set(d["scores"]):
+                sys.exit(f"table1 --combine: {name} has no {', '.join(sorted(missing))} row")
+            d["scores"] = {m: x for m, x in d["scores"].items() if m in only.split(",") or m == "blueprint"}
+            taken = set(d["scores"]) - {"blueprint"}
+            d["runs"] = [r for r in d.get("runs") or [played_run(Path(name), d)] if set(r["games"]) & taken]
     known = [recorded_settings(d["settings"]) | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]
     lbs_only = ("knowledge", "belief", "belief_sha256", "belief_type")  # how LBS drew its hands: LBS's alone
