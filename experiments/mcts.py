@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import datetime
 import functools
+import signal
 import sys
 import time
 
@@ -46,6 +47,7 @@ from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
+from lbs.runs import Stopped, StopSignals, signal_name, signals_held
 from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
 from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, BlueprintPolicy, LeafValues, MctsConfig, search
@@ -218,35 +220,46 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"mcts: {e}")
     out = result_path("mcts", args.record, args.out)
-    rows, per_deal, played = [], [], {}
+    rows, per_deal, played, done = [], [], {}, []
 
-    def row(name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:
+    def row(key: str, name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:
         s, lost = r["scores"], r["lost"]
         hle = torch.where(lost, 0.0, s)
         sem, hle_sem = s.std() / len(s) ** 0.5, hle.std() / len(s) ** 0.5
-        print(f"{name}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals", flush=True)
         per_move = f"{r['seconds'] / r['moves']:.3f}" if r["moves"] else "—"
-        rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
-                    f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
-        per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
-        played[name] = s
+        with signals_held():  # a stop keeps a row whole or not at all
+            rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
+                        f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
+            per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
+            played[name] = s
+            done.append(key)
+        print(f"{name}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals", flush=True)
 
-    for name in args.beside:
-        r = beside(name, game, args.games, args.seed, device)
-        row("smartbot + sparta" if name == "sparta" else name,
-            f"— ({r['rollouts']:,} rollouts, {r['searched']:,} moves searched)" if name == "sparta" else "—",
-            "—", r, "—", "—")
-    for mode, cfg in cfgs.items():
-        with mo_deck_chances() if args.mo_deck_chances else contextlib.nullcontext():
-            r = play(game, cfg, args.games, args.seed, args.simulation, device,
-                     net.leaf_values if net is not None else None)
-        row(mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
-            f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
+    StopSignals(deferred=False).install()  # SIGTERM stops like Ctrl-C: the finished rows are written
+    stopped = 0
+    try:
+        for name in args.beside:
+            r = beside(name, game, args.games, args.seed, device)
+            row(name, "smartbot + sparta" if name == "sparta" else name,
+                f"— ({r['rollouts']:,} rollouts, {r['searched']:,} moves searched)" if name == "sparta"
+                else "—", "—", r, "—", "—")
+        for mode, cfg in cfgs.items():
+            with mo_deck_chances() if args.mo_deck_chances else contextlib.nullcontext():
+                r = play(game, cfg, args.games, args.seed, args.simulation, device,
+                         net.leaf_values if net is not None else None)
+            row(mode, mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
+                f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
+    except KeyboardInterrupt as e:
+        stopped = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        if not rows:  # a row needs every game of its mode, and they play in lockstep
+            print(f"mcts: stopped by {signal_name(stopped)}: no row finished, nothing written",
+                  file=sys.stderr)
+            sys.exit(128 + stopped)
     paired = ""
-    if args.beside:
+    if args.beside and any(m in played for m in cfgs):
         bases = [n for n in played if n not in cfgs]
         lines = [f"| {m} | " + " | ".join("{:+.2f} ± {:.2f}".format(*paired_difference(played[m], played[b]))
-                                          for b in bases) + " |" for m in cfgs]
+                                          for b in bases) + " |" for m in cfgs if m in played]
         paired = (f"\nEach tree search paired with each row beside it on the same deals (points kept):\n\n"
                   f"| mode | {' | '.join('vs ' + b for b in bases)} |\n|---|{'---|' * len(bases)}\n"
                   + "\n".join(lines) + "\n")
@@ -264,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     cut = f", cut after {args.rollout_depth} moves (scored by the fireworks then)" if args.rollout_depth \
         else ""
     cap = f"; no tree node deeper than {args.tree_depth}" if args.tree_depth else ""
+    unplayed = [n for n in [*args.beside, *cfgs] if n not in done]
+    cut_short = f"\n- stopped by {signal_name(stopped)}: not played: {', '.join(unplayed)}" if stopped else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
         else f"simulated{cut}{cap}"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
   thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
   where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was
   kept (see lbs.search.mcts.draw_hands); HLE's rule: the same games scored 0 where every life was
-  lost (lost all){besides}
+  lost (lost all){besides}{cut_short}
 
 | mode | simulation | iterations | score ± s.e.m. | HLE's rule | lost all | s per move | depth | not exact |
 |---|---|---|---|---|---|---|---|---|
@@ -291,6 +306,10 @@ Scores per deal, in deal order (to pair runs on the same deals):
 {chr(10).join(per_deal)}
 """
     write_result(text, "mcts", args.record, args.out, out)
+    if stopped:
+        print(f"mcts: stopped by {signal_name(stopped)}: the finished rows ({', '.join(done)}) are in {out}; "
+              f"not played: {', '.join(unplayed)}", file=sys.stderr)
+        sys.exit(128 + stopped)
 
 
 if __name__ == "__main__":
