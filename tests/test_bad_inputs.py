@@ -168,8 +168,6 @@ def cases(tmp: Path) -> dict[str, list[tuple[list[str], str]]]:
             ([*PAIR, "--threads", "-1"], "--threads -1"),
             ([*PAIR, "--device", "gpu9"], "--device gpu9"),
             (["--combine", str(not_table)], "is not a table1 result"),
-            (["--combine", f"{next((ROOT / 'experiments' / 'results' / 'table1').glob('*.json'))}:lbs-99"],
-             "has no lbs-99 row"),
             ([*PAIR, "--record", "../../x"], "--record '../../x'"),
             ([*PAIR, "--out", "/etc/hostname"], "/etc/hostname is a file, not a folder"),
             (["--blueprint", str(locked), "--belief", str(BELIEF)], "Permission denied"),

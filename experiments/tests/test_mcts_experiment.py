@@ -128,3 +128,26 @@ def test_mo_deck_chances_count_only_the_deck_and_are_undone_after():
                                                                    playable))
             differs += deck_only[g, slot].item() != pytest.approx(with_own[g, slot].item())
     assert differs > 0  # the two ways disagree somewhere in these games
+
+
+def test_a_stopped_tree_search_table_writes_its_finished_rows_and_says_what_it_left(tmp_path):
+    """The tree-search table plays a mode's games in lockstep, so a stop keeps whole rows: SIGTERM after the
+    rule bot's row writes that row with a line naming the rows not played, and exits 128 + SIGTERM."""
+    import signal
+
+    cmd = [sys.executable, "-u", "-m", "experiments.mcts", "--players", "2", "--games", "4", "--iterations",
+           "2000", "--modes", "ris-mcts", "--beside", "vandenbergh", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the rule bot's row is printed once its games are played
+        if line.startswith("vandenbergh:"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    (line,) = [x for x in err.splitlines() if "stopped by SIGTERM" in x]
+    assert "Traceback" not in err and "finished rows (vandenbergh)" in line and "not played: ris-mcts" in line
+    (record,) = tmp_path.glob("mcts_*.md")
+    text = record.read_text()
+    assert "- stopped by SIGTERM: not played: ris-mcts" in text and "| vandenbergh |" in text
+    assert "| ris-mcts |" not in text

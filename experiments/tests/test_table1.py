@@ -152,6 +152,29 @@ def test_combine_refuses_runs_on_other_deals_or_settings(tmp_path):
     assert res.returncode != 0 and "differ in belief" in res.stderr
 
 
+def test_combine_takes_only_the_rows_a_file_is_named_with(tmp_path):
+    """FILE:sparta takes that table's SPARTA row (and its blueprint row) and leaves its LBS rows, which drew
+    from another belief, out of the settings check and out of the table."""
+    old = run_json(tmp_path / "old.json", [5.0, 6.0], {"sparta": [7.0, 8.0], "lbs-8": [5.0, 6.0]},
+                   belief="old.pt")
+    new = run_json(tmp_path / "new.json", [5.0, 6.0], {"lbs-8": [6.0, 7.0]}, belief="new.pt")
+    res = combine(tmp_path, old, new)
+    assert res.returncode != 0 and "differ in belief" in res.stderr
+    res = subprocess.run([*TABLE1, "--combine", f"{old}:sparta", str(new), "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=ENV)
+    assert res.returncode == 0, res.stderr
+    rows = table_rows(res.stdout.split("Paired gain by")[0])
+    assert set(rows) == {"blueprint", "sparta", "lbs-8"} and rows["lbs-8"][3] == "+1.000 ± 0.000"
+    assert rows["lbs-8"][9] == "50%"  # SPARTA's gain, 2.0, taken from the old table
+    written = Path(next(x for x in res.stdout.splitlines() if x.startswith("written: "))[9:])
+    data = json.loads(written.with_suffix(".json").read_text())
+    assert data["settings"]["belief"] == "new.pt" and data["sources"]["sparta"] == "old.json"
+    assert [sorted(r["games"]) for r in data["runs"]] == [["blueprint", "sparta"], ["blueprint", "lbs-8"]]
+    res = subprocess.run([*TABLE1, "--combine", f"{old}:lbs-99", "--out", str(tmp_path)], capture_output=True,
+                         text=True, env=ENV)
+    assert res.returncode != 0 and "has no lbs-99 row" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_combine_joins_runs_on_adjacent_deals_into_one_row(tmp_path):
     """table1 --first-game F plays deals F.. ; --combine joins a mode's runs that tile deals 0..N-1."""
     bp = [5.0, 6.0, 7.0, 4.0, 5.0, 6.0]
