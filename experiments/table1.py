@@ -479,10 +479,10 @@ def combine(args, out: Path) -> None:
         if problem := malformed(d):
             sys.exit(f"table1 --combine: {name}: {problem}")
         if only:  # FILE:MODE,MODE takes those rows of the file (and its blueprint row, which pairs them)
-            if missing := set(only.split(",")) - set(d["scores"]):
+            taken = set(only.split(",")) - {"blueprint"}  # the blueprint row always comes: it pairs them
+            if missing := taken - set(d["scores"]):
                 sys.exit(f"table1 --combine: {name} has no {', '.join(sorted(missing))} row")
-            d["scores"] = {m: x for m, x in d["scores"].items() if m in only.split(",") or m == "blueprint"}
-            taken = set(d["scores"]) - {"blueprint"}
+            d["scores"] = {m: x for m, x in d["scores"].items() if m in taken or m == "blueprint"}
             d["runs"] = [r for r in d.get("runs") or [played_run(Path(name), d)] if set(r["games"]) & taken]
     known = [recorded_settings(d["settings"]) | {"lbs": any(m.startswith("lbs") for m in d["scores"])}
              for _, d in runs if "settings" in d]

@@ -39,9 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--notes", default="", help="a paragraph for the card's end")
     args = ap.parse_args(argv)
     given = list(sys.argv[1:] if argv is None else argv)
-    if args.notes:  # the card ends with the paragraph itself; the command names it only
-        given = [a if a != args.notes else "<the paragraph below>" for a in given]
-        given = [a if not a.startswith("--notes=") else "--notes=<the paragraph below>" for a in given]
+    for i, a in enumerate(given):  # the card ends with the paragraph itself; the command names it only
+        if a.startswith("--notes="):
+            given[i] = "--notes=<the paragraph below>"
+        elif a == "--notes" and i + 1 < len(given):
+            given[i + 1] = "<the paragraph below>"
     command = shlex.join(["python", "train/ship.py", *given])
     try:
         if not re.fullmatch(NAME, args.name):

@@ -120,11 +120,11 @@ class SearchConfig:
     no longer costs every point), so the same rollouts tell the moves apart better"""
     knowledge: Knowledge = "none"
     """LBS: where each sampled hand is drawn. "none": the belief alone, hint-consistent samples kept by
-    rejection (the papers' LBS; on the shipped pair it ties with "smartbot", docs/results.md). "smartbot":
-    within the identities SmartBot's public card knowledge (its conventions, followed from the searcher's own
-    observations) allows the searcher's cards: the blueprint's own knowledge when it is SmartBot, else a
-    SmartBot followed beside the blueprint for its game (samplers.LearnedBelief), which only suits a
-    blueprint that learnt SmartBot's conventions"""
+    rejection (the papers' LBS; on the shipped pair level with or above "smartbot", docs/results.md).
+    "smartbot": within the identities SmartBot's public card knowledge (its conventions, followed from the
+    searcher's own observations) allows the searcher's cards: the blueprint's own knowledge when it is
+    SmartBot, else a SmartBot followed beside the blueprint for its game (samplers.LearnedBelief), which
+    only suits a blueprint that learnt SmartBot's conventions"""
     belief_type: BeliefType = "learned"
     """LBS: the belief its hands are drawn from. "learned": the belief checkpoint trained for the blueprint
     (--belief); "bayes": BAD's factorised Bayesian belief, updated after every partner move by the
