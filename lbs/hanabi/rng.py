@@ -12,9 +12,10 @@ _M32 = 0xFFFFFFFF
 
 
 def _mul32(x: torch.Tensor, m: int) -> torch.Tensor:
-    """(x * m) mod 2**32 for 0 <= x < 2**32, without int64 overflow."""
-    lo, hi = x & 0xFFFF, x >> 16
-    return (lo * m + (((hi * m) & 0xFFFF) << 16)) & _M32
+    """(x * m) mod 2**32 for 0 <= x < 2**32, 0 <= m < 2**32, without int64 overflow: m - 2**32 has the same
+    residue and, like m below 2**31, a product with x under 2**63 in size; & keeps the low 32 bits of the
+    two's-complement result."""
+    return (x * (m if m < 2**31 else m - 2**32)) & _M32
 
 
 def hash32(x: torch.Tensor) -> torch.Tensor:
