@@ -52,7 +52,7 @@ def result_path(name: str, record: str | None, scratch: str) -> Path:
         if out.exists():
             raise SystemExit(f"{out} exists; choose another --record name")
         try:
-            return _claim(out, "--record")
+            return claim(out, "--record")
         except InUseError as e:
             raise SystemExit(str(e)) from None
     stamp = Path(scratch) / f"{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}"
@@ -60,14 +60,14 @@ def result_path(name: str, record: str | None, scratch: str) -> Path:
     for i in itertools.count(2):
         if not out.exists():
             try:
-                return _claim(out, "--out")
+                return claim(out, "--out")
             except InUseError:
                 pass
         out = stamp.with_name(f"{stamp.name}-{i}.md")
     raise AssertionError("unreachable")
 
 
-def _claim(out: Path, flag: str) -> Path:
+def claim(out: Path, flag: str) -> Path:
     """`out` checked writable and locked for this process (InUseError: another live run holds it)."""
     try:
         cli.writable_file(out, flag)

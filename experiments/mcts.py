@@ -26,6 +26,12 @@ count as seen (its RIS-MCTS returns the mover's hand to the deck first, as this 
 
     python -m experiments.mcts --players 4 --games 500 --iterations 100 --modes mo-ismcts --rule-moves \
         --mo-deck-chances
+
+A table at the paper's longer budgets takes hours. Its progress (settings, finished rows, the unfinished row's
+games) is kept after every move in OUT/progress/<the table's name>.pt; after a stop (Ctrl-C, SIGTERM, a
+crash) the run goes on from its last move, into the same table, the same games move for move:
+
+    python -m experiments.mcts --resume runs/mcts/progress/mcts_<date>_NAME.pt
 """
 
 from __future__ import annotations
@@ -37,17 +43,22 @@ import functools
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
 
 import torch
+from torch.utils import _pytree as pytree
 
-from experiments.common import command, machine, result_path, sync, write_result
+from experiments.common import claim, command, machine, result_path, sync, write_result
 from lbs import ckpt, cli
 from lbs.acting import seat_q
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
+from lbs.hanabi.state import HanabiState
 from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
-from lbs.runs import Stopped, StopSignals, signal_name, signals_held
+from lbs.runs import Stopped, StopSignals, make_folder, signal_name, signals_held
 from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
 from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, BlueprintPolicy, LeafValues, MctsConfig, search
@@ -56,17 +67,28 @@ from lbs.search.report import paired_difference
 from lbs.search.setup import SearchSetup
 from lbs.seeding import Stream, game_seeds
 
+COUNTERS = ("seconds", "decided", "depth", "draws", "inexact", "fallback", "kept")
+"""what `play` counts over a row's moves (kept in its progress, so a resumed row counts on)"""
+
 
 def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: str, device: torch.device,
-         evaluate: LeafValues | None = None) -> dict:
+         evaluate: LeafValues | None = None, start: dict | None = None,
+         keep: Callable[[dict], None] | None = None) -> dict:
     """Play `games` deals with every seat searching (the leaves valued by `evaluate` where given); returns
-    per-game scores and timing counters."""
+    per-game scores and timing counters. After every move `keep` gets the games' progress (plain tensors and
+    numbers); `start`, such a progress, goes on from there: the same games move for move, since a search's
+    random numbers are keyed by the game and its move number."""
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
     bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
     hid = bot.initial_state(games * game.players) if bot is not None else None
     p = game.players
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
+    if start is not None:
+        state = HanabiState(**{k: v.to(device) for k, v in start["state"].items()})
+        if bot is not None:
+            hid = pytree.tree_unflatten([x.to(device) for x in start["hid"]], pytree.tree_flatten(hid)[1])
+        seconds, decided, depth, draws, inexact, fallback, kept = (start[k] for k in COUNTERS)
     while not bool(state.done.all()):
         live = (~state.done).nonzero().squeeze(1)
         root = state.index(live)
@@ -88,6 +110,11 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         if bot is not None:  # every seat reads the state the move is made in
             _, _, _, hid = seat_q(game, state, bot.step, hid)
         state, _, _ = engine.step(game, state, moves)
+        if keep is not None:
+            counted = (seconds, decided, depth, draws, inexact, fallback, kept)
+            keep({"state": {f.name: getattr(state, f.name).cpu() for f in fields(state)},
+                  "hid": [x.cpu() for x in pytree.tree_leaves(hid)] if bot is not None else [],
+                  **dict(zip(COUNTERS, counted, strict=True))})
         print(f"  move {int(state.num_steps.max())}: {int((~state.done).sum())} games running, "
               f"{seconds / decided:.2f} s per move", file=sys.stderr, flush=True)
     return {"scores": state.fireworks.sum(1).double().cpu(), "lost": (state.life_tokens <= 0).cpu(),
@@ -156,6 +183,15 @@ def learnt(path: str, net: mcts_value.EvalFn) -> str:
             f"pairs (a constant guess {fit['rms_constant']:.2f})")
 
 
+PROGRESS = "mcts_progress"
+"""the checkpoint kind of a run's progress file (what --resume reads)"""
+
+
+def again(path: Path) -> str:
+    """How a stopped run goes on."""
+    return f"go on with python -m experiments.mcts --resume {path}"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--players", type=int, default=4, help="players (the paper's Table I: 4)")
@@ -199,8 +235,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/mcts/mcts_<date>_NAME.md")
-    ap.add_argument("--out", default="runs/mcts", help="scratch folder when not recording")
+    ap.add_argument("--out", default="runs/mcts",
+                    help="scratch folder when not recording; the progress goes to OUT/progress/")
+    ap.add_argument("--resume", default=None, metavar="FILE",
+                    help="go on with a stopped run from its progress file (OUT/progress/<table's name>.pt, "
+                    "kept after every move), which holds every setting: give no other flag")
     args = ap.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    progress, resume = None, args.resume
+    if resume is not None:
+        if sum(a.startswith("-") for a in given) != 1:
+            sys.exit("mcts: --resume takes every setting from its progress file; give no other flag")
+        try:
+            progress = ckpt.load(resume, PROGRESS)
+        except ckpt.CheckpointError as e:
+            sys.exit(f"mcts: --resume: {e}")
+        given = progress["argv"]
+        args = ap.parse_args(given)
     try:
         if args.mo_deck_chances and (args.modes != ["mo-ismcts"] or not args.rule_moves or args.beside):
             raise ValueError("--mo-deck-chances changes MO-ISMCTS's rule moves only: pass --modes mo-ismcts "
@@ -219,40 +270,76 @@ def main(argv: list[str] | None = None) -> None:
         net = mcts_value.load(args.evaluation, game, device) if args.evaluation else None
     except (ValueError, ckpt.CheckpointError) as e:
         sys.exit(f"mcts: {e}")
-    out = result_path("mcts", args.record, args.out)
+    if progress is None:
+        out = result_path("mcts", args.record, args.out)
+        kept_at = Path(args.out) / "progress" / f"{out.stem}.pt"
+        if kept_at.exists():
+            sys.exit(f"mcts: {kept_at} exists, a stopped run's progress: go on with it (--resume {kept_at}) "
+                     "or remove it")
+    else:  # the table goes where the run began it (a stop may have written its finished rows there)
+        out, kept_at = claim(Path(progress["out"]), "--resume"), Path(resume)
+    machines = [*(progress["machines"] if progress else []), machine()]  # where it began, then each resume
+    resumes = progress["resumes"] + 1 if progress else 0
+    finished = list(progress["rows"]) if progress else []  # each row's entry, as `row` takes it
+    running = progress["running"] if progress else None  # the unfinished row's games
     rows, per_deal, played, done = [], [], {}, []
+
+    def keep(games: dict | None) -> None:
+        """Write the progress (atomically, whole before a stop takes effect): the finished rows, the games of
+        the row being played."""
+        with signals_held():
+            make_folder(kept_at.parent)
+            ckpt.save(kept_at, PROGRESS, {"argv": given, "out": str(out), "machines": machines,
+                                          "resumes": resumes, "rows": finished, "running": games})
 
     def row(key: str, name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:
         s, lost = r["scores"], r["lost"]
         hle = torch.where(lost, 0.0, s)
         sem, hle_sem = s.std() / len(s) ** 0.5, hle.std() / len(s) ** 0.5
         per_move = f"{r['seconds'] / r['moves']:.3f}" if r["moves"] else "—"
-        with signals_held():  # a stop keeps a row whole or not at all
-            rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
-                        f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
-            per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
-            played[name] = s
-            done.append(key)
+        rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
+                    f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
+        per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
+        played[name] = s
+        done.append(key)
         print(f"{name}: {s.mean():.2f} ± {sem:.2f} over {len(s)} deals", flush=True)
 
+    def add(*entry) -> None:
+        with signals_held():  # a stop keeps a row whole or not at all
+            finished.append(list(entry))
+            keep(None)
+            row(*entry)
+
+    for entry in finished:
+        row(*entry)
+    if progress is not None:
+        at = f"; {running['mode']} from move {int(running['state']['num_steps'].max())}" if running else ""
+        print(f"mcts: resuming {out.name}: rows done: {', '.join(done) or 'none'}{at}", file=sys.stderr)
     StopSignals(deferred=False).install()  # SIGTERM stops like Ctrl-C: the finished rows are written
     stopped = 0
     try:
         for name in args.beside:
+            if name in done:
+                continue
             r = beside(name, game, args.games, args.seed, device)
-            row(name, "smartbot + sparta" if name == "sparta" else name,
+            add(name, "smartbot + sparta" if name == "sparta" else name,
                 f"— ({r['rollouts']:,} rollouts, {r['searched']:,} moves searched)" if name == "sparta"
                 else "—", "—", r, "—", "—")
         for mode, cfg in cfgs.items():
+            if mode in done:
+                continue
+            start = running if running is not None and running["mode"] == mode else None
             with mo_deck_chances() if args.mo_deck_chances else contextlib.nullcontext():
                 r = play(game, cfg, args.games, args.seed, args.simulation, device,
-                         net.leaf_values if net is not None else None)
-            row(mode, mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
+                         net.leaf_values if net is not None else None, start,
+                         lambda games, m=mode: keep({"mode": m, **games}))
+            add(mode, mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
                 f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
     except KeyboardInterrupt as e:
         stopped = e.signum if isinstance(e, Stopped) else signal.SIGINT
         if not rows:  # a row needs every game of its mode, and they play in lockstep
-            print(f"mcts: stopped by {signal_name(stopped)}: no row finished, nothing written",
+            kept = f"; its games so far are kept: {again(kept_at)}" if kept_at.exists() else ""
+            print(f"mcts: stopped by {signal_name(stopped)}: no row finished, no table written{kept}",
                   file=sys.stderr)
             sys.exit(128 + stopped)
     paired = ""
@@ -278,13 +365,15 @@ def main(argv: list[str] | None = None) -> None:
         else ""
     cap = f"; no tree node deeper than {args.tree_depth}" if args.tree_depth else ""
     unplayed = [n for n in [*args.beside, *cfgs] if n not in done]
+    resumed = f" (stopped and resumed {resumes} time{'s' * (resumes > 1)}: the same games move for move)" \
+        if resumes else ""
     cut_short = f"\n- stopped by {signal_name(stopped)}: not played: {', '.join(unplayed)}" if stopped else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
         else f"simulated{cut}{cap}"
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
-- machine: {machine()}
-- command: `{command(argv)}`
+- machine: {"; resumed on ".join(machines)}
+- command: `{command(given)}`{resumed}
 - {args.games} evaluation deals of seed {args.seed} (the same for every mode); every seat searches; score: the
   fireworks at the end, kept when the last life is lost (the paper's; GameConfig.bomb_zero=False)
 - UCT C {args.exploration} on scores scaled to [0, 1]; {args.candidates} proposals per determinization; the
@@ -308,8 +397,12 @@ Scores per deal, in deal order (to pair runs on the same deals):
     write_result(text, "mcts", args.record, args.out, out)
     if stopped:
         print(f"mcts: stopped by {signal_name(stopped)}: the finished rows ({', '.join(done)}) are in {out}; "
-              f"not played: {', '.join(unplayed)}", file=sys.stderr)
+              f"not played: {', '.join(unplayed)}; {again(kept_at)}", file=sys.stderr)
         sys.exit(128 + stopped)
+    kept_at.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the progress folder, when no other run's progress is left there
+        kept_at.parent.rmdir()
+    print(f"the table is whole: its progress file {kept_at} is removed")
 
 
 if __name__ == "__main__":

@@ -151,3 +151,56 @@ def test_a_stopped_tree_search_table_writes_its_finished_rows_and_says_what_it_l
     text = record.read_text()
     assert "- stopped by SIGTERM: not played: ris-mcts" in text and "| vandenbergh |" in text
     assert "| ris-mcts |" not in text
+
+
+def test_a_stopped_row_resumes_from_its_progress_and_plays_the_same_games(tmp_path):
+    """Every move's progress is kept, so a run stopped inside a row goes on from its last move with
+    --resume: the finished row is not played again, the rule bot's memory and the counters carry over, and
+    the scores are those of the games played without a stop."""
+    import signal
+
+    cmd = [sys.executable, "-u", "-m", "experiments.mcts", "--players", "2", "--games", "3", "--iterations",
+           "4", "--modes", "ris-mcts", "--simulation", "vandenbergh", "--beside", "vandenbergh", "--out",
+           str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("  move 12:"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    (kept,) = (tmp_path / "progress").glob("mcts_*.pt")
+    assert f"go on with python -m experiments.mcts --resume {kept}" in err and "Traceback" not in err
+    (record,) = tmp_path.glob("mcts_*.md")
+    assert "| ris-mcts |" not in record.read_text()
+    again = [sys.executable, "-m", "experiments.mcts", "--resume", str(kept)]
+    mixed = subprocess.run([*again, "--games", "5"], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                           timeout=300)
+    assert mixed.returncode != 0 and "give no other flag" in mixed.stderr and "Traceback" not in mixed.stderr
+    r = subprocess.run(again, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "rows done: vandenbergh; ris-mcts from move" in r.stderr and "  move 1:" not in r.stderr
+    assert not kept.exists() and "(stopped and resumed 1 time: the same games move for move)" in r.stdout
+    text = record.read_text()
+    assert "| ris-mcts | vandenbergh | 4 |" in text and "not played" not in text
+    game = GameConfig(players=2, bomb_zero=False)
+    cfg = mcts.MctsConfig(mode="ris-mcts", iterations=4, sim_policy="vandenbergh")
+    whole = mcts.play(game, cfg, 3, 0, "vandenbergh", torch.device("cpu"))
+    line = f"- ris-mcts: {' '.join(str(int(x)) for x in whole['scores'].tolist())}"
+    assert line in text.splitlines(), text
+    bad = tmp_path / "not_progress.pt"
+    bad.write_bytes(b"not a checkpoint")
+    refused = subprocess.run([sys.executable, "-m", "experiments.mcts", "--resume", str(bad)],
+                             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert refused.returncode != 0 and refused.stderr.startswith("mcts: --resume:")
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_new_run_does_not_replace_a_stopped_runs_progress(tmp_path, monkeypatch):
+    out = tmp_path / "mcts_x.md"
+    (tmp_path / "progress").mkdir()
+    (tmp_path / "progress" / "mcts_x.pt").write_bytes(b"a stopped run's progress")
+    monkeypatch.setattr(mcts, "result_path", lambda *a: out)
+    with pytest.raises(SystemExit, match="a stopped run's progress: go on with it"):
+        mcts.main(["--players", "2", "--games", "1", "--iterations", "1", "--out", str(tmp_path)])
+    assert (tmp_path / "progress" / "mcts_x.pt").read_bytes() == b"a stopped run's progress"
