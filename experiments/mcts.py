@@ -52,7 +52,7 @@ from torch.utils import _pytree as pytree
 
 from experiments.common import claim, command, machine, result_path, sync, write_result
 from lbs import ckpt, cli
-from lbs.acting import seat_q
+from lbs.acting import greedy_moves, playout_policy
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.rng import hash_keys
 from lbs.hanabi.state import HanabiState
@@ -81,6 +81,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     state = engine.reset(game, game_seeds(Stream.EVAL, seed, games, device=device))
     search_keys = game_seeds(Stream.SEARCH, seed, games, device=device)
     bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
+    policy = playout_policy(bot, bot.step) if bot is not None else None  # the bot's state reader
     hid = bot.initial_state(games * game.players) if bot is not None else None
     p = game.players
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
@@ -96,7 +97,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         blueprint = None
         if bot is not None:
             rows = (live[:, None] * p + torch.arange(p, device=device)).reshape(-1)
-            blueprint = BlueprintPolicy(bot.step, select_rows(hid, rows))
+            blueprint = BlueprintPolicy(policy, select_rows(hid, rows))
         sync(device)
         t = time.perf_counter()
         res = search(game, root, cfg, keys, blueprint, evaluate)
@@ -108,7 +109,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         fallback, kept = fallback + res.stats.fallback, kept + res.stats.kept
         moves = torch.zeros(games, dtype=torch.long, device=device).index_copy(0, live, res.move)
         if bot is not None:  # every seat reads the state the move is made in
-            _, _, _, hid = seat_q(game, state, bot.step, hid)
+            _, hid = greedy_moves(game, state, policy, hid)
         state, _, _ = engine.step(game, state, moves)
         if keep is not None:
             counted = (seconds, decided, depth, draws, inexact, fallback, kept)

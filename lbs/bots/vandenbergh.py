@@ -35,8 +35,11 @@ from typing import NamedTuple
 import torch
 
 from ..blueprint import Capabilities, RuleBot
+from ..hanabi import engine
 from ..hanabi.config import GameConfig
+from ..hanabi.encode import current_observer, encode
 from ..hanabi.engine import tables
+from ..hanabi.state import HanabiState
 from .smartbot import color_hint, decode, rank_hint
 
 PLAY_CHANCE = 0.6
@@ -56,8 +59,8 @@ class VanDenBergh(RuleBot):
     mark the move and are no value."""
 
     name = "vandenbergh"
-    capabilities = Capabilities(public_state=True)
-    """no value, no memory (so its state is trivially public)"""
+    capabilities = Capabilities(public_state=True, acts_on_state=True)
+    """no value, no memory (so its state is trivially public); `act` encodes the mover's view only"""
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
         if game.card_types > 31:
@@ -84,6 +87,16 @@ class VanDenBergh(RuleBot):
         scores[:, g.num_moves] = 1.0
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, state
+
+
+    def act(self, state: HanabiState, hid: VanDenBerghState) -> tuple[torch.Tensor, VanDenBerghState]:
+        """step's moves read off the engine state of N games: only the seat to move's observation is encoded
+        (step is handed every seat's), so a simulation encodes one view per move instead of P (the move [N],
+        0 in finished games; the state unchanged: there is no memory). lbs.acting.StatePolicy."""
+        g = self.game
+        obs = encode(g, state, current_observer(state))[:, 0]
+        move = decide(g, obs, engine.legal_moves(g, state), state.cur_player)
+        return torch.where(state.done, 0, move), hid
 
 
 class RuleView(NamedTuple):

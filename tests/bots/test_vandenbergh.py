@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lbs.acting import greedy, play, seat_q
+from lbs.acting import StatePolicy, env_moves, greedy, play, seat_q
 from lbs.bots import VanDenBergh
 from lbs.hanabi import GameConfig, engine
 from lbs.hanabi.state import HanabiState
@@ -142,3 +142,22 @@ def test_self_play_scores_as_the_paper_reports(players, low, high):
     final, _ = play(game, state, bot.step, bot.initial_state(64 * players), game.max_steps)
     assert final.done.all()
     assert low < float(final.fireworks.sum(1).double().mean()) < high
+
+
+@pytest.mark.parametrize("players", [2, 4, 5])
+def test_reading_the_state_makes_the_moves_of_every_seats_step(players):
+    """act (one view encoded per game) makes step's move (every seat's view) in every position of 32
+    self-play games, finished games included, and self-play through either plays the same games."""
+    game = GameConfig(players=players, bomb_zero=False)
+    bot = VanDenBergh(game)
+    state = engine.reset(game, game_seeds(Stream.EVAL, 5, 32))
+    hid = bot.initial_state(32 * players)
+    while not bool(state.done.all()):
+        _, legal, q, _ = seat_q(game, state, bot.step, hid)
+        by_step = env_moves(game, state, greedy(q, legal.reshape(q.shape[0], -1)).reshape(32, players))
+        by_state, same = bot.act(state, hid)
+        assert torch.equal(by_state, by_step) and same is hid
+        state, _, _ = engine.step(game, state, by_step)
+    fresh = engine.reset(game, game_seeds(Stream.EVAL, 5, 32))
+    final, _ = play(game, fresh, StatePolicy(bot.act), hid, game.max_steps)
+    assert final.equal(state)
