@@ -58,7 +58,7 @@ from lbs.hanabi.rng import hash_keys
 from lbs.hanabi.state import HanabiState
 from lbs.models.io import RULE_BOTS, load_blueprint
 from lbs.models.qnet import select_rows
-from lbs.runs import Stopped, StopSignals, make_folder, signal_name, signals_held
+from lbs.runs import InUseError, Stopped, StopSignals, make_folder, signal_name, signals_held
 from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
 from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, BlueprintPolicy, LeafValues, MctsConfig, search
@@ -278,7 +278,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"mcts: {kept_at} exists, a stopped run's progress: go on with it (--resume {kept_at}) "
                      "or remove it")
     else:  # the table goes where the run began it (a stop may have written its finished rows there)
-        out, kept_at = claim(Path(progress["out"]), "--resume"), Path(resume)
+        try:  # (refused while the run, or another resume of it, is still going)
+            out, kept_at = claim(Path(progress["out"]), "--resume"), Path(resume)
+        except InUseError as e:
+            sys.exit(f"mcts: --resume: {e}")
     machines = [*(progress["machines"] if progress else []), machine()]  # where it began, then each resume
     resumes = progress["resumes"] + 1 if progress else 0
     finished = list(progress["rows"]) if progress else []  # each row's entry, as `row` takes it

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from experiments import mcts
+from experiments.common import claim
 from lbs.hanabi import GameConfig, engine
+from lbs.runs import release
 from lbs.search import mcts_value as mv
 from lbs.search.config import SearchConfig
 from lbs.seeding import Stream, game_seeds
@@ -177,6 +179,10 @@ def test_a_stopped_row_resumes_from_its_progress_and_plays_the_same_games(tmp_pa
     mixed = subprocess.run([*again, "--games", "5"], capture_output=True, text=True, env=ENV, cwd=ROOT,
                            timeout=300)
     assert mixed.returncode != 0 and "give no other flag" in mixed.stderr and "Traceback" not in mixed.stderr
+    claim(record, "--record")  # a live run (here this process) holds the table: a resume must wait
+    held = subprocess.run(again, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert held.returncode != 0 and "is in use by another process" in held.stderr, held.stderr[-2000:]
+    release(record.with_name(f".{record.name}.lock"))
     r = subprocess.run(again, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "rows done: vandenbergh; ris-mcts from move" in r.stderr and "  move 1:" not in r.stderr
