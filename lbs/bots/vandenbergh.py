@@ -88,7 +88,6 @@ class VanDenBergh(RuleBot):
         scores[rows] = torch.nn.functional.one_hot(move, legal.shape[1]).float()
         return scores, state
 
-
     def act(self, state: HanabiState, hid: VanDenBerghState) -> tuple[torch.Tensor, VanDenBerghState]:
         """step's moves read off the engine state of N games: only the seat to move's observation is encoded
         (step is handed every seat's), so a simulation encodes one view per move instead of P (the move [N],
