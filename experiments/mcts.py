@@ -126,19 +126,19 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
 @contextlib.contextmanager
 def mo_deck_chances():
     """Within it, Table II's rules read each mover's chances with the mover's own cards of the world searched
-    left out of what its slots may be (lbs.bots.vandenbergh.view's left_out): the paper's MO-ISMCTS code
-    applies its rules to the determinized state with the mover's hand in place, and a rule's chances count
-    only the deck's cards."""
-    rules, view = mcts_rules.table_ii_moves, mcts_rules.view
+    left out of what its slots may be (lbs.bots.vandenbergh.state_view's left_out): the paper's MO-ISMCTS
+    code applies its rules to the determinized state with the mover's hand in place, and a rule's chances
+    count only the deck's cards."""
+    rules, view = mcts_rules.table_ii_moves, mcts_rules.state_view
 
     def table_ii_moves(game: GameConfig, state, *args) -> torch.Tensor:
         hand = state.hands[torch.arange(state.batch_size, device=state.device), state.cur_player]  # [G, H]
         own = engine.card_histogram(hand, game.card_types)  # [G, T] the mover's own cards in this world
-        mcts_rules.view = functools.partial(view, left_out=own)
+        mcts_rules.state_view = functools.partial(view, left_out=own)
         try:
             return rules(game, state, *args)
         finally:
-            mcts_rules.view = view
+            mcts_rules.state_view = view
 
     mcts_rules.table_ii_moves = table_ii_moves
     try:

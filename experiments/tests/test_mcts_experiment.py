@@ -97,20 +97,20 @@ def test_mo_deck_chances_count_only_the_deck_and_are_undone_after():
         pick = torch.where(legal.gather(1, moves[:, None]).squeeze(1), moves, legal.float().argmax(1))
         state, _, _ = engine.step(game, state, pick)
     seen: list[torch.Tensor] = []
-    view = mcts.mcts_rules.view
+    view = mcts.mcts_rules.state_view
 
     def spy(*args, **kw):
         v = view(*args, **kw)
         seen.append(v.p_play)
         return v
 
-    mcts.mcts_rules.view = spy
+    mcts.mcts_rules.state_view = spy
     try:
         with mcts.mo_deck_chances():
             mcts.mcts_rules.table_ii_moves(game, state, False)
         mcts.mcts_rules.table_ii_moves(game, state, False)
     finally:
-        mcts.mcts_rules.view = view
+        mcts.mcts_rules.state_view = view
     assert mcts.mcts_rules.table_ii_moves.__module__ == "lbs.search.mcts_rules"
     deck_only, with_own = seen
     tb = engine.tables(game, state.device)

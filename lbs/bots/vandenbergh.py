@@ -37,10 +37,10 @@ import torch
 from ..blueprint import Capabilities, RuleBot
 from ..hanabi import engine
 from ..hanabi.config import GameConfig
-from ..hanabi.encode import current_observer, encode
+from ..hanabi.encode import knowledge_features
 from ..hanabi.engine import tables
 from ..hanabi.state import HanabiState
-from .smartbot import color_hint, decode, rank_hint
+from .smartbot import color_hint, decode, rank_hint, read_state
 
 PLAY_CHANCE = 0.6
 """rule 1: the least chance of being playable at which a card is played (with more than one life)"""
@@ -81,7 +81,7 @@ class VanDenBergh(RuleBot):
         n = priv.shape[0] // g.players
         moving = legal[:, : g.num_moves].any(1).reshape(n, g.players)
         rows = torch.arange(n, device=priv.device) * g.players + moving.long().argmax(1)
-        move = decide(g, priv.index_select(0, rows), legal.index_select(0, rows)[:, : g.num_moves],
+        move = decide(g, view(g, priv.index_select(0, rows)), legal.index_select(0, rows)[:, : g.num_moves],
                       moving.long().argmax(1))
         scores = torch.zeros(legal.shape, dtype=torch.float32, device=legal.device)
         scores[:, g.num_moves] = 1.0
@@ -89,12 +89,11 @@ class VanDenBergh(RuleBot):
         return scores, state
 
     def act(self, state: HanabiState, hid: VanDenBerghState) -> tuple[torch.Tensor, VanDenBerghState]:
-        """step's moves read off the engine state of N games: only the seat to move's observation is encoded
-        (step is handed every seat's), so a simulation encodes one view per move instead of P (the move [N],
-        0 in finished games; the state unchanged: there is no memory). lbs.acting.StatePolicy."""
+        """step's moves read off the engine state of N games (state_view: the seat to move's view, with no
+        observation encoded; step is handed every seat's): the move [N], 0 in finished games; the state
+        unchanged (there is no memory). lbs.acting.StatePolicy."""
         g = self.game
-        obs = encode(g, state, current_observer(state))[:, 0]
-        move = decide(g, obs, engine.legal_moves(g, state), state.cur_player)
+        move = decide(g, state_view(g, state), engine.legal_moves(g, state), state.cur_player)
         return torch.where(state.done, 0, move), hid
 
 
@@ -122,11 +121,30 @@ def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None
     is 1 unless no playable card is left for them, as the player itself works it out. left_out [n, T]:
     copies to leave out of those the mover's slots may be (None: none; the paper's MO-ISMCTS code leaves
     out the mover's own cards of the world searched, as if the mover could see them)."""
-    g, tb = game, tables(game, obs.device)
+    g, n = game, obs.shape[0]
+    know = obs[:, g.layout.slices["knowledge"]].reshape(n, g.players, g.hand_size, -1).bool()
+    return _view(g, decode(g, obs), know, marked, left_out)
+
+
+def state_view(game: GameConfig, state: HanabiState, marked: torch.Tensor | None = None,
+               left_out: torch.Tensor | None = None) -> RuleView:
+    """view of each game's player to move, read off the engine state with no observation encoded: the
+    decoded sections by read_state and the knowledge section by knowledge_features, turned to the mover
+    first, as its observation holds them (equal to view(encode(...)): a test checks every field)."""
+    g, n, p, h = game, state.batch_size, game.players, game.hand_size
+    at = (state.cur_player[:, None] + torch.arange(p, device=state.device)) % p  # [n, P] observer first
+    know = knowledge_features(g, state).reshape(n, p, h, -1)
+    know = know.gather(1, at[:, :, None, None].expand(n, p, h, know.shape[-1]))
+    return _view(g, read_state(g, state, state.cur_player), know, marked, left_out)
+
+
+def _view(game: GameConfig, ob, know: torch.Tensor, marked: torch.Tensor | None,
+          left_out: torch.Tensor | None) -> RuleView:
+    """view from the decoded sections ob (smartbot's decode or read_state, one row per mover) and the
+    knowledge bits know [n, P, H, T + C + R] (observer first)."""
+    g, tb = game, tables(game, know.device)
     p, h, c, k, t = g.players, g.hand_size, g.colors, g.ranks, g.card_types
-    n = obs.shape[0]
-    ob = decode(g, obs)
-    know = obs[:, g.layout.slices["knowledge"]].reshape(n, p, h, t + c + k).bool()  # observer first
+    n = know.shape[0]
     plaus = know[..., :t].reshape(n, p, h, c, k)
     # the framework's "known" colour / rank: one left possible (positive and negative hints)
     colour_known, rank_known = plaus.any(-1).sum(-1) == 1, plaus.any(-2).sum(-1) == 1  # [n, P, H]
@@ -164,14 +182,13 @@ def view(game: GameConfig, obs: torch.Tensor, marked: torch.Tensor | None = None
         hints=ob.hints, lives=ob.lives, deck=ob.deck)
 
 
-def decide(game: GameConfig, obs: torch.Tensor, legal: torch.Tensor, mover: torch.Tensor) -> torch.Tensor:
-    """[n] the rules' move for each row's player to move, from its canonical observation obs [n, D], its
-    legal moves [n, M] and its absolute seat mover [n] (rule 4 scans players by absolute seat; the
-    observation is relative to its observer). The first legal move if no rule applies (rule 4 or 5 always
-    does in a real game)."""
+def decide(game: GameConfig, v: RuleView, legal: torch.Tensor, mover: torch.Tensor) -> torch.Tensor:
+    """[n] the rules' move for each row's player to move, from what it reads v (view or state_view), its
+    legal moves [n, M] and its absolute seat mover [n] (rule 4 scans players by absolute seat; the view is
+    relative to its observer). The first legal move if no rule applies (rule 4 or 5 always does in a real
+    game)."""
     g, h = game, game.hand_size
-    v = view(g, obs)
-    slots = torch.arange(h, device=obs.device)
+    slots = torch.arange(h, device=legal.device)
     can_discard = v.hints < g.max_info_tokens
     # 1. play: the likeliest card at >= 0.6 with lives to spare, else the oldest certain one
     best_play = newest_best(v.p_play)

@@ -33,10 +33,9 @@ from __future__ import annotations
 import torch
 
 from ..bots.smartbot import color_hint, rank_hint
-from ..bots.vandenbergh import most_information, newest_best, tell_first, view
+from ..bots.vandenbergh import most_information, newest_best, state_view, tell_first
 from ..hanabi import engine
 from ..hanabi.config import REVEAL_COLOR, REVEAL_RANK, GameConfig
-from ..hanabi.encode import current_observer, encode
 from ..hanabi.state import HanabiState
 
 PLAY_SURE, PLAY_LATE, LATE_DECK = 0.7, 0.4, 5
@@ -122,8 +121,7 @@ def table_ii_moves(game: GameConfig, state: HanabiState, convention: bool,
     canonical observation; under the convention its marked card counts as playable. single_hint: also
     `single_card_hint`'s move (the paper's code's rule under the convention)."""
     g, h, dev = game, game.hand_size, state.device
-    obs = encode(g, state, current_observer(state))[:, 0]  # [G, D]
-    v = view(g, obs, convention_marks(g, state) if convention else None)
+    v = state_view(g, state, convention_marks(g, state) if convention else None)
     fired: list[tuple[torch.Tensor, torch.Tensor]] = [single_card_hint(g, v)] if single_hint else []
     known = v.rank_known ^ v.colour_known  # exactly one half known
     fired.append(most_information(g, v, state.cur_player))
