@@ -48,7 +48,6 @@ from dataclasses import fields
 from pathlib import Path
 
 import torch
-from torch.utils import _pytree as pytree
 
 from experiments.common import claim, command, machine, result_path, sync, write_result
 from lbs import ckpt, cli
@@ -88,7 +87,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     if start is not None:
         state = HanabiState(**{k: v.to(device) for k, v in start["state"].items()})
         if bot is not None:
-            hid = pytree.tree_unflatten([x.to(device) for x in start["hid"]], pytree.tree_flatten(hid)[1])
+            hid = type(hid)(*(x.to(device) for x in start["hid"]))  # a flat tuple, as select_rows takes it
         seconds, decided, depth, draws, inexact, fallback, kept = (start[k] for k in COUNTERS)
     while not bool(state.done.all()):
         live = (~state.done).nonzero().squeeze(1)
@@ -114,7 +113,7 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         if keep is not None:
             counted = (seconds, decided, depth, draws, inexact, fallback, kept)
             keep({"state": {f.name: getattr(state, f.name).cpu() for f in fields(state)},
-                  "hid": [x.cpu() for x in pytree.tree_leaves(hid)] if bot is not None else [],
+                  "hid": [x.cpu() for x in hid] if bot is not None else [],
                   **dict(zip(COUNTERS, counted, strict=True))})
         print(f"  move {int(state.num_steps.max())}: {int((~state.done).sum())} games running, "
               f"{seconds / decided:.2f} s per move", file=sys.stderr, flush=True)
@@ -339,6 +338,10 @@ def main(argv: list[str] | None = None) -> None:
                          lambda games, m=mode: keep({"mode": m, **games}))
             add(mode, mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
                 f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
+    except Exception:  # a bug keeps its traceback; the games played before it are kept all the same
+        if kept_at.exists():
+            print(f"mcts: stopped by an error; the games so far are kept: {again(kept_at)}", file=sys.stderr)
+        raise
     except KeyboardInterrupt as e:
         stopped = e.signum if isinstance(e, Stopped) else signal.SIGINT
         if not rows:  # a row needs every game of its mode, and they play in lockstep

@@ -157,8 +157,8 @@ def test_a_stopped_tree_search_table_writes_its_finished_rows_and_says_what_it_l
 
 def test_a_stopped_row_resumes_from_its_progress_and_plays_the_same_games(tmp_path):
     """Every move's progress is kept, so a run stopped inside a row goes on from its last move with
-    --resume: the finished row is not played again, the rule bot's memory and the counters carry over, and
-    the scores are those of the games played without a stop."""
+    --resume: the finished row is not played again, the rule bot's state rows are restored, and the scores
+    are those of the games played without a stop."""
     import signal
 
     cmd = [sys.executable, "-u", "-m", "experiments.mcts", "--players", "2", "--games", "3", "--iterations",

@@ -60,7 +60,7 @@ class VanDenBergh(RuleBot):
 
     name = "vandenbergh"
     capabilities = Capabilities(public_state=True, acts_on_state=True)
-    """no value, no memory (so its state is trivially public); `act` encodes the mover's view only"""
+    """no value, no memory (so its state is trivially public); `act` reads the mover's view off the state"""
 
     def __init__(self, game: GameConfig, device: torch.device | str = "cpu"):
         if game.card_types > 31:

@@ -148,8 +148,9 @@ def test_self_play_scores_as_the_paper_reports(players, low, high):
 
 @pytest.mark.parametrize("players", [2, 4, 5])
 def test_reading_the_state_makes_the_moves_of_every_seats_step(players):
-    """act (one view encoded per game) makes step's move (every seat's view) in every position of 32
-    self-play games, finished games included, and self-play through either plays the same games."""
+    """act (the mover's view read off the state) makes step's move (every seat's encoded view) in every
+    position of 32 self-play games, finished games included, and self-play through either plays the same
+    games."""
     game = GameConfig(players=players, bomb_zero=False)
     bot = VanDenBergh(game)
     state = engine.reset(game, game_seeds(Stream.EVAL, 5, 32))
