@@ -28,10 +28,12 @@ count as seen (its RIS-MCTS returns the mover's hand to the deck first, as this 
         --mo-deck-chances
 
 A table at the paper's longer budgets takes hours. Its progress (settings, finished rows, the unfinished row's
-games) is kept after every move in OUT/progress/<the table's name>.pt; after a stop (Ctrl-C, SIGTERM, a
-crash) the run goes on from its last move, into the same table, the same games move for move:
+games) is kept after every move in progress/<the table's name>.pt beside the table (OUT/progress/, or with
+--record experiments/results/mcts/progress/, small enough to commit, so that a table longer than a sitting
+goes on in the next one, on any machine); after a stop (Ctrl-C, SIGTERM, a crash) the run goes on from its
+last move, into the same table, the same games move for move:
 
-    python -m experiments.mcts --resume runs/mcts/progress/mcts_<date>_NAME.pt
+    python -m experiments.mcts --resume experiments/results/mcts/progress/mcts_<date>_NAME.pt
 """
 
 from __future__ import annotations
@@ -236,9 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--record", default=None, metavar="NAME",
                     help="write experiments/results/mcts/mcts_<date>_NAME.md")
     ap.add_argument("--out", default="runs/mcts",
-                    help="scratch folder when not recording; the progress goes to OUT/progress/")
+                    help="scratch folder when not recording; the progress goes to progress/ beside the table "
+                    "(OUT/progress/, or experiments/results/mcts/progress/ with --record)")
     ap.add_argument("--resume", default=None, metavar="FILE",
-                    help="go on with a stopped run from its progress file (OUT/progress/<table's name>.pt, "
+                    help="go on with a stopped run from its progress file (progress/<table's name>.pt, "
                     "kept after every move), which holds every setting: give no other flag")
     args = ap.parse_args(argv)
     given = sys.argv[1:] if argv is None else list(argv)
@@ -272,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"mcts: {e}")
     if progress is None:
         out = result_path("mcts", args.record, args.out)
-        kept_at = Path(args.out) / "progress" / f"{out.stem}.pt"
+        kept_at = out.parent / "progress" / f"{out.stem}.pt"  # beside the table: a record's can be committed
         if kept_at.exists():
             sys.exit(f"mcts: {kept_at} exists, a stopped run's progress: go on with it (--resume {kept_at}) "
                      "or remove it")

@@ -210,3 +210,40 @@ def test_a_new_run_does_not_replace_a_stopped_runs_progress(tmp_path, monkeypatc
     with pytest.raises(SystemExit, match="a stopped run's progress: go on with it"):
         mcts.main(["--players", "2", "--games", "1", "--iterations", "1", "--out", str(tmp_path)])
     assert (tmp_path / "progress" / "mcts_x.pt").read_bytes() == b"a stopped run's progress"
+
+
+def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_there(tmp_path, monkeypatch):
+    """With --record the progress goes to progress/ beside the record (experiments/results/mcts/progress/),
+    a folder git keeps, so a table longer than a sitting can be committed and go on elsewhere; a resume from
+    there finishes the table and removes the file."""
+    import experiments.common as common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    no_signals = type("NoSignals", (), {"install": lambda self: None})
+    monkeypatch.setattr(mcts, "StopSignals", lambda **kw: no_signals())
+    real = mcts.play
+
+    def stop_after_one_move(*args):
+        keep = args[-1]
+
+        def keep_then_stop(games):
+            keep(games)
+            raise KeyboardInterrupt
+
+        return real(*args[:-1], keep_then_stop)
+
+    monkeypatch.setattr(mcts, "play", stop_after_one_move)
+    argv = ["--players", "2", "--games", "2", "--iterations", "2", "--modes", "ris-mcts", "--out",
+            str(tmp_path / "scratch"), "--record", "kept_here"]
+    with pytest.raises(SystemExit) as stop:
+        mcts.main(argv)
+    assert stop.value.code == 130
+    (kept,) = (tmp_path / "results" / "mcts" / "progress").glob("mcts_*_kept_here.pt")
+    assert not (tmp_path / "scratch" / "progress").exists()
+    monkeypatch.setattr(mcts, "play", real)
+    mcts.main(["--resume", str(kept)])
+    assert not kept.exists()
+    (record,) = (tmp_path / "results" / "mcts").glob("mcts_*_kept_here.md")
+    whole = real(GameConfig(players=2, bomb_zero=False), mcts.MctsConfig(mode="ris-mcts", iterations=2), 2, 0,
+                 "random", torch.device("cpu"))
+    assert f"- ris-mcts: {' '.join(str(int(x)) for x in whole['scores'].tolist())}" in record.read_text()
