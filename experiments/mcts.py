@@ -53,16 +53,15 @@ import torch
 
 from experiments.common import claim, command, machine, result_path, sync, write_result
 from lbs import ckpt, cli
-from lbs.acting import greedy_moves, playout_policy
+from lbs.acting import playout_policy
 from lbs.hanabi import GameConfig, engine
-from lbs.hanabi.rng import hash_keys
 from lbs.hanabi.state import HanabiState
 from lbs.models.io import RULE_BOTS, load_blueprint
-from lbs.models.qnet import select_rows
 from lbs.runs import InUseError, Stopped, StopSignals, make_folder, signal_name, signals_held
 from lbs.search import mcts_rules, mcts_value
 from lbs.search.config import BUDGETS, SearchConfig
-from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, BlueprintPolicy, LeafValues, MctsConfig, search
+from lbs.search.mcts import MCTS_MODES, ROOT_CHOICES, LeafValues, MctsConfig
+from lbs.search.mcts_play import make_moves, search_running
 from lbs.search.play import play_games
 from lbs.search.report import paired_difference
 from lbs.search.setup import SearchSetup
@@ -84,7 +83,6 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     bot = RULE_BOTS[simulation](game, device) if simulation != "random" else None
     policy = playout_policy(bot, bot.step) if bot is not None else None  # the bot's state reader
     hid = bot.initial_state(games * game.players) if bot is not None else None
-    p = game.players
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
     if start is not None:
         state = HanabiState(**{k: v.to(device) for k, v in start["state"].items()})
@@ -92,26 +90,16 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
             hid = type(hid)(*(x.to(device) for x in start["hid"]))  # a flat tuple, as select_rows takes it
         seconds, decided, depth, draws, inexact, fallback, kept = (start[k] for k in COUNTERS)
     while not bool(state.done.all()):
-        live = (~state.done).nonzero().squeeze(1)
-        root = state.index(live)
-        keys = hash_keys(search_keys.index_select(0, live), root.num_steps)
-        blueprint = None
-        if bot is not None:
-            rows = (live[:, None] * p + torch.arange(p, device=device)).reshape(-1)
-            blueprint = BlueprintPolicy(policy, select_rows(hid, rows))
         sync(device)
         t = time.perf_counter()
-        res = search(game, root, cfg, keys, blueprint, evaluate)
+        live, res = search_running(game, state, cfg, search_keys, policy, hid, evaluate)
         sync(device)
         seconds += time.perf_counter() - t
         decided += live.numel()
         depth += sum(res.stats.depth)
         draws, inexact = draws + res.stats.draws, inexact + res.stats.inexact
         fallback, kept = fallback + res.stats.fallback, kept + res.stats.kept
-        moves = torch.zeros(games, dtype=torch.long, device=device).index_copy(0, live, res.move)
-        if bot is not None:  # every seat reads the state the move is made in
-            _, hid = greedy_moves(game, state, policy, hid)
-        state, _, _ = engine.step(game, state, moves)
+        state, hid, _ = make_moves(game, state, live, res, policy, hid)
         if keep is not None:
             counted = (seconds, decided, depth, draws, inexact, fallback, kept)
             keep({"state": {f.name: getattr(state, f.name).cpu() for f in fields(state)},
