@@ -267,9 +267,10 @@ def main(argv: list[str] | None = None) -> None:
         if kept_at.exists():
             sys.exit(f"mcts: {kept_at} exists, a stopped run's progress: go on with it (--resume {kept_at}) "
                      "or remove it")
-    else:  # the table goes where the run began it (a stop may have written its finished rows there)
+    else:  # the table goes beside its progress, where the run began it (a stop may have written its finished
+        kept_at = Path(resume)  # rows there), in whatever clone or folder the two now are
         try:  # (refused while the run, or another resume of it, is still going)
-            out, kept_at = claim(Path(progress["out"]), "--resume"), Path(resume)
+            out = claim(kept_at.parent.parent / f"{kept_at.stem}.md", "--resume")
         except InUseError as e:
             sys.exit(f"mcts: --resume: {e}")
     machines = [*(progress["machines"] if progress else []), machine()]  # where it began, then each resume
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         the row being played."""
         with signals_held():
             make_folder(kept_at.parent)
-            ckpt.save(kept_at, PROGRESS, {"argv": given, "out": str(out), "machines": machines,
+            ckpt.save(kept_at, PROGRESS, {"argv": given, "machines": machines,
                                           "resumes": resumes, "rows": finished, "running": games})
 
     def row(key: str, name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:

@@ -214,8 +214,9 @@ def test_a_new_run_does_not_replace_a_stopped_runs_progress(tmp_path, monkeypatc
 
 def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_there(tmp_path, monkeypatch):
     """With --record the progress goes to progress/ beside the record (experiments/results/mcts/progress/),
-    a folder git keeps, so a table longer than a sitting can be committed and go on elsewhere; a resume from
-    there finishes the table and removes the file."""
+    a folder git keeps, so a table longer than a sitting can be committed and go on elsewhere: a resume from
+    another clone finishes the table there (nothing in the progress names the first clone's folder) and
+    removes the file."""
     import experiments.common as common
 
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
@@ -240,10 +241,17 @@ def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_t
     assert stop.value.code == 130
     (kept,) = (tmp_path / "results" / "mcts" / "progress").glob("mcts_*_kept_here.pt")
     assert not (tmp_path / "scratch" / "progress").exists()
+    clone = tmp_path / "clone" / "results"  # the progress committed, then resumed in another clone
+    clone.parent.mkdir()
+    for lock in (tmp_path / "results" / "mcts").glob(".*.lock"):  # the first run's, which git leaves behind
+        release(lock)
+    (tmp_path / "results").rename(clone)
+    monkeypatch.setattr(common, "RESULTS", clone)
+    kept = clone / "mcts" / "progress" / kept.name
     monkeypatch.setattr(mcts, "play", real)
     mcts.main(["--resume", str(kept)])
     assert not kept.exists()
-    (record,) = (tmp_path / "results" / "mcts").glob("mcts_*_kept_here.md")
+    (record,) = (clone / "mcts").glob("mcts_*_kept_here.md")
     whole = real(GameConfig(players=2, bomb_zero=False), mcts.MctsConfig(mode="ris-mcts", iterations=2), 2, 0,
                  "random", torch.device("cpu"))
     assert f"- ris-mcts: {' '.join(str(int(x)) for x in whole['scores'].tolist())}" in record.read_text()
