@@ -177,9 +177,16 @@ PROGRESS = "mcts_progress"
 """the checkpoint kind of a run's progress file (what --resume reads)"""
 
 
+def shown(path: Path) -> str:
+    """A path as a user types it: from the working folder when it lies under it (a record's is absolute)."""
+    with contextlib.suppress(ValueError):
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    return str(path)
+
+
 def again(path: Path) -> str:
     """How a stopped run goes on."""
-    return f"go on with python -m experiments.mcts --resume {path}"
+    return f"go on with python -m experiments.mcts --resume {shown(path)}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -265,8 +272,8 @@ def main(argv: list[str] | None = None) -> None:
         out = result_path("mcts", args.record, args.out)
         kept_at = out.parent / "progress" / f"{out.stem}.pt"  # beside the table: a record's can be committed
         if kept_at.exists():
-            sys.exit(f"mcts: {kept_at} exists, a stopped run's progress: go on with it (--resume {kept_at}) "
-                     "or remove it")
+            sys.exit(f"mcts: {shown(kept_at)} exists, a stopped run's progress: go on with it "
+                     f"(--resume {shown(kept_at)}) or remove it")
     else:  # the table goes beside its progress, where the run began it (a stop may have written its finished
         kept_at = Path(resume)  # rows there), in whatever clone or folder the two now are
         try:  # (refused while the run, or another resume of it, is still going)
@@ -401,7 +408,7 @@ Scores per deal, in deal order (to pair runs on the same deals):
     kept_at.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # the progress folder, when no other run's progress is left there
         kept_at.parent.rmdir()
-    print(f"the table is whole: its progress file {kept_at} is removed")
+    print(f"the table is whole: its progress file {shown(kept_at)} is removed")
 
 
 if __name__ == "__main__":

@@ -212,14 +212,16 @@ def test_a_new_run_does_not_replace_a_stopped_runs_progress(tmp_path, monkeypatc
     assert (tmp_path / "progress" / "mcts_x.pt").read_bytes() == b"a stopped run's progress"
 
 
-def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_there(tmp_path, monkeypatch):
+def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_there(tmp_path, monkeypatch,
+                                                                                     capsys):
     """With --record the progress goes to progress/ beside the record (experiments/results/mcts/progress/),
     a folder git keeps, so a table longer than a sitting can be committed and go on elsewhere: a resume from
     another clone finishes the table there (nothing in the progress names the first clone's folder) and
-    removes the file."""
+    removes the file. The stop says how to go on with the path as typed from the working folder."""
     import experiments.common as common
 
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.chdir(tmp_path)
     no_signals = type("NoSignals", (), {"install": lambda self: None})
     monkeypatch.setattr(mcts, "StopSignals", lambda **kw: no_signals())
     real = mcts.play
@@ -240,6 +242,8 @@ def test_a_recorded_tables_progress_is_kept_beside_its_record_and_resumes_from_t
         mcts.main(argv)
     assert stop.value.code == 130
     (kept,) = (tmp_path / "results" / "mcts" / "progress").glob("mcts_*_kept_here.pt")
+    assert f"go on with python -m experiments.mcts --resume results/mcts/progress/{kept.name}" in \
+        capsys.readouterr().err
     assert not (tmp_path / "scratch" / "progress").exists()
     clone = tmp_path / "clone" / "results"  # the progress committed, then resumed in another clone
     clone.parent.mkdir()
