@@ -71,6 +71,27 @@ COUNTERS = ("seconds", "decided", "depth", "draws", "inexact", "fallback", "kept
 """what `play` counts over a row's moves (kept in its progress, so a resumed row counts on)"""
 
 
+class DepthSoFar:
+    """The decision depth as the paper's code counts it: each seat's agent keeps the deepest node it has
+    reached in the game, never reset between its moves, and reports it after every move; its tables
+    average those reports. The per-move depth (the deepest node of that move's tree) is at most this."""
+
+    def __init__(self, games: int, players: int, start: dict | None = None):
+        self.deepest = torch.zeros(games, players)  # [G, P] each seat's deepest node so far
+        self.total = 0.0  # the reports summed over the moves decided
+        if start is not None:
+            self.deepest, self.total = start["deepest"].clone(), float(start["total"])
+
+    def add(self, live: torch.Tensor, seat: torch.Tensor, depth: list[int]) -> None:
+        """The moves of games `live` [L] by `seat` [L], whose trees reached `depth`."""
+        now = torch.maximum(self.deepest[live, seat], torch.tensor(depth, dtype=torch.float))
+        self.deepest[live, seat] = now
+        self.total += float(now.sum())
+
+    def kept(self) -> dict:
+        return {"deepest": self.deepest.clone(), "total": self.total}
+
+
 def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: str, device: torch.device,
          evaluate: LeafValues | None = None, start: dict | None = None,
          keep: Callable[[dict], None] | None = None) -> dict:
@@ -84,7 +105,9 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     policy = playout_policy(bot, bot.step) if bot is not None else None  # the bot's state reader
     hid = bot.initial_state(games * game.players) if bot is not None else None
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
+    so_far = DepthSoFar(games, game.players)  # a progress kept before it was counted has none: not reported
     if start is not None:
+        so_far = DepthSoFar(games, game.players, start["so_far"]) if "so_far" in start else None
         state = HanabiState(**{k: v.to(device) for k, v in start["state"].items()})
         if bot is not None:
             hid = type(hid)(*(x.to(device) for x in start["hid"]))  # a flat tuple, as select_rows takes it
@@ -97,6 +120,8 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
         seconds += time.perf_counter() - t
         decided += live.numel()
         depth += sum(res.stats.depth)
+        if so_far is not None:
+            so_far.add(live.cpu(), state.cur_player[live].cpu(), res.stats.depth)
         draws, inexact = draws + res.stats.draws, inexact + res.stats.inexact
         fallback, kept = fallback + res.stats.fallback, kept + res.stats.kept
         state, hid, _ = make_moves(game, state, live, res, policy, hid)
@@ -104,11 +129,13 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
             counted = (seconds, decided, depth, draws, inexact, fallback, kept)
             keep({"state": {f.name: getattr(state, f.name).cpu() for f in fields(state)},
                   "hid": [x.cpu() for x in hid] if bot is not None else [],
-                  **dict(zip(COUNTERS, counted, strict=True))})
+                  **dict(zip(COUNTERS, counted, strict=True)),
+                  **({"so_far": so_far.kept()} if so_far is not None else {})})
         print(f"  move {int(state.num_steps.max())}: {int((~state.done).sum())} games running, "
               f"{seconds / decided:.2f} s per move", file=sys.stderr, flush=True)
     return {"scores": state.fireworks.sum(1).double().cpu(), "lost": (state.life_tokens <= 0).cpu(),
-            "seconds": seconds, "moves": decided, "depth": depth / decided, "draws": draws,
+            "seconds": seconds, "moves": decided, "depth": depth / decided,
+            "depth_so_far": so_far.total / decided if so_far is not None else None, "draws": draws,
             "inexact": inexact, "fallback": fallback, "kept": kept}
 
 
@@ -294,13 +321,15 @@ def main(argv: list[str] | None = None) -> None:
             ckpt.save(kept_at, PROGRESS, {"argv": given, "machines": machines,
                                           "resumes": resumes, "rows": finished, "running": games})
 
-    def row(key: str, name: str, sim: str, iterations: str, r: dict, depth: str, exact: str) -> None:
+    def row(key: str, name: str, sim: str, iterations: str, r: dict, depth: str, exact: str,
+            so_far: str = "—") -> None:
         s, lost = r["scores"], r["lost"]
         hle = torch.where(lost, 0.0, s)
         sem, hle_sem = s.std() / len(s) ** 0.5, hle.std() / len(s) ** 0.5
         per_move = f"{r['seconds'] / r['moves']:.3f}" if r["moves"] else "—"
         rows.append(f"| {name} | {sim} | {iterations} | {s.mean():.2f} ± {sem:.2f} | {hle.mean():.2f} ± "
-                    f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {exact} |")
+                    f"{hle_sem:.2f} | {int(lost.sum())}/{len(s)} | {per_move} | {depth} | {so_far} | "
+                    f"{exact} |")
         per_deal.append(f"- {name}: {' '.join(str(int(x)) for x in s.tolist())}")
         played[name] = s
         done.append(key)
@@ -336,7 +365,8 @@ def main(argv: list[str] | None = None) -> None:
                          net.leaf_values if net is not None else None, start,
                          lambda games, m=mode: keep({"mode": m, **games}))
             add(mode, mode, args.simulation, str(args.iterations), r, f"{r['depth']:.2f}",
-                f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}")
+                f"{r['inexact']}/{r['fallback']}/{r['kept']} of {r['draws']}",
+                f"{r['depth_so_far']:.2f}" if r["depth_so_far"] is not None else "—")
     except Exception:  # a bug keeps its traceback; the games played before it are kept all the same
         if kept_at.exists():
             print(f"mcts: stopped by an error; the games so far are kept: {again(kept_at)}", file=sys.stderr)
@@ -376,6 +406,8 @@ def main(argv: list[str] | None = None) -> None:
     cut_short = f"\n- stopped by {signal_name(stopped)}: not played: {', '.join(unplayed)}" if stopped else ""
     leaves = f"valued by {args.evaluation} (no simulation){learnt(args.evaluation, net)}" if net is not None \
         else f"simulated{cut}{cap}"
+    header = ("| mode | simulation | iterations | score ± s.e.m. | HLE's rule | lost all | s per move | "
+              "depth | depth so far | not exact |")
     text = f"""# MO-ISMCTS and RIS-MCTS, {args.players} players ({datetime.date.today()})
 
 - machine: {"; resumed on ".join(machines)}
@@ -387,13 +419,14 @@ def main(argv: list[str] | None = None) -> None:
 - tree moves: {"Table II's rule moves" if args.rule_moves else "every legal move"}; the 'playable now'
   convention: {"on" if args.convention else "off"}{hint}; leaves: {leaves}{chances}
 - s per move: the batch's search wall time over the moves it decided (all games searched at once, one
-  thread); depth: the deepest node of a move's tree, averaged over moves; not exact: determinizations
-  where no proposal was accepted / of them, drawn by the fallback / where no hand fit and the hand was
-  kept (see lbs.search.mcts.draw_hands); HLE's rule: the same games scored 0 where every life was
-  lost (lost all){besides}{cut_short}
+  thread); depth: the deepest node of a move's tree, averaged over moves; depth so far: as the paper's
+  code counts it, each seat's deepest node so far in the game, averaged over moves; not exact:
+  determinizations where no proposal was accepted / of them, drawn by the fallback / where no hand fit
+  and the hand was kept (see lbs.search.mcts.draw_hands); HLE's rule: the same games scored 0 where
+  every life was lost (lost all){besides}{cut_short}
 
-| mode | simulation | iterations | score ± s.e.m. | HLE's rule | lost all | s per move | depth | not exact |
-|---|---|---|---|---|---|---|---|---|
+{header}
+|---|---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 {paired}
 Scores per deal, in deal order (to pair runs on the same deals):

@@ -194,12 +194,29 @@ def test_a_stopped_row_resumes_from_its_progress_and_plays_the_same_games(tmp_pa
     whole = mcts.play(game, cfg, 3, 0, "vandenbergh", torch.device("cpu"))
     line = f"- ris-mcts: {' '.join(str(int(x)) for x in whole['scores'].tolist())}"
     assert line in text.splitlines(), text
+    assert f"| {whole['depth']:.2f} | {whole['depth_so_far']:.2f} |" in text  # the resumed row counts on
     bad = tmp_path / "not_progress.pt"
     bad.write_bytes(b"not a checkpoint")
     refused = subprocess.run([sys.executable, "-m", "experiments.mcts", "--resume", str(bad)],
                              capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert refused.returncode != 0 and refused.stderr.startswith("mcts: --resume:")
     assert "Traceback" not in refused.stderr
+
+
+def test_the_depth_so_far_is_each_seats_deepest_node_in_the_game_averaged_over_moves():
+    """The paper's code never resets its agent's deepest node between moves: a seat that once reached depth
+    3 reports 3 after a shallower search; another seat, or another game, keeps its own."""
+    d = mcts.DepthSoFar(games=2, players=2)
+    d.add(torch.tensor([0, 1]), torch.tensor([0, 0]), [3, 1])
+    d.add(torch.tensor([0, 1]), torch.tensor([1, 1]), [2, 2])
+    d.add(torch.tensor([0, 1]), torch.tensor([0, 0]), [1, 2])
+    assert d.total == 3 + 1 + 2 + 2 + 3 + 2
+    again = mcts.DepthSoFar(2, 2, d.kept())  # a resumed row goes on from the kept counts
+    again.add(torch.tensor([1]), torch.tensor([1]), [0])
+    assert again.total == d.total + 2 and d.deepest[1, 1] == 2
+    game = GameConfig(players=2, colors=2, ranks=3, hand_size=3, bomb_zero=False)
+    r = mcts.play(game, mcts.MctsConfig(mode="ris-mcts", iterations=12), 3, 0, "random", torch.device("cpu"))
+    assert r["depth"] < r["depth_so_far"]  # some seat searched less deep than it once had
 
 
 def test_a_new_run_does_not_replace_a_stopped_runs_progress(tmp_path, monkeypatch):
