@@ -105,9 +105,9 @@ def play(game: GameConfig, cfg: MctsConfig, games: int, seed: int, simulation: s
     policy = playout_policy(bot, bot.step) if bot is not None else None  # the bot's state reader
     hid = bot.initial_state(games * game.players) if bot is not None else None
     seconds, decided, depth, draws, inexact, fallback, kept = 0.0, 0, 0.0, 0, 0, 0, 0
-    so_far = DepthSoFar(games, game.players)  # a progress kept before it was counted has none: not reported
+    uncounted = start is not None and "so_far" not in start  # kept before the count existed: not reported
+    so_far = None if uncounted else DepthSoFar(games, game.players, start["so_far"] if start else None)
     if start is not None:
-        so_far = DepthSoFar(games, game.players, start["so_far"]) if "so_far" in start else None
         state = HanabiState(**{k: v.to(device) for k, v in start["state"].items()})
         if bot is not None:
             hid = type(hid)(*(x.to(device) for x in start["hid"]))  # a flat tuple, as select_rows takes it
